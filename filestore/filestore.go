@@ -1,0 +1,514 @@
+package filestore
+
+import (
+	"fmt"
+	"log"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a FileStore.
+type Config struct {
+	Dir string
+	// FS defaults to the OS file system; tests substitute a power-loss double.
+	FS FS
+	// BlockSize is the raw size at which the active block is sealed and a new
+	// one started (default 8MB).
+	BlockSize int64
+	// SyncInterval 0 (default) means every acknowledged write has been
+	// fsync'd. A positive interval acknowledges after write(2) and fsyncs
+	// periodically, as nats-server's sync_interval does. Negative never
+	// fsyncs (benchmarks and tests only).
+	SyncInterval time.Duration
+	// Compress seals full blocks with S2.
+	Compress bool
+	// EncryptionKey enables encryption at rest; Cipher is "chacha" (default)
+	// or "aes".
+	EncryptionKey []byte
+	Cipher        string
+	Limits        Limits
+	// Logf receives recovery and corruption reports (default log.Printf).
+	Logf func(format string, args ...any)
+}
+
+const defaultBlockSize = 8 << 20
+
+type opKind uint8
+
+const (
+	opStore opKind = iota
+	opSkip
+	opRemove
+	opPurge
+	opPurgeSubj
+	opCompact
+	opExpire
+)
+
+type op struct {
+	kind opKind
+	rec  []byte
+	subj string
+	size uint64
+	n    uint64
+	cb   func(seq uint64, ts int64, err error)
+	// results, filled by the writer
+	rseq uint64
+	rts  int64
+	err  error
+}
+
+type subjState struct {
+	name  string
+	msgs  uint64
+	first uint64 // hint: no live message of this subject is below it
+	last  uint64
+}
+
+type ent struct {
+	off  uint32
+	slen uint32
+	ts   int64
+	ss   *subjState
+	size uint32
+	live bool
+}
+
+type marker struct {
+	kind byte
+	seq  uint64
+	aux  int64
+}
+
+type block struct {
+	id      uint64
+	first   uint64 // seq of ents[0]; for an empty block, the next seq when created
+	ents    []ent
+	live    int
+	size    int64 // bytes of the block file including this batch's pending bytes
+	f       File
+	fresh   bool // file not created yet
+	sealed  bool
+	markers []marker
+}
+
+func (b *block) end() uint64 { return b.first + uint64(len(b.ents)) } // one past the last seq
+
+type seg struct {
+	b          *block
+	off        int64
+	start, end int
+}
+
+// FileStore is the file-backed Store. All mutations run on one writer
+// goroutine, which writes a whole batch with one write and one fsync before
+// acknowledging any of it (group commit).
+type FileStore struct {
+	cfg  Config
+	fs   FS
+	dir  string
+	cry  *cryptor
+	logf func(string, ...any)
+
+	mu       sync.RWMutex
+	blocks   []*block
+	act      *block
+	subjects map[string]*subjState
+	first    uint64
+	last     uint64
+	msgs     uint64
+	bytes    uint64
+	durable  uint64 // readers see no seq above it: it is not yet acknowledged
+	lost     LostInfo
+	readErrs atomic.Uint64
+
+	cmu   sync.Mutex
+	cache map[*block][]byte
+
+	qmu    sync.Mutex
+	queue  []*op
+	spare  []*op
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+
+	// writer-owned
+	nextID     uint64
+	lastTS     int64
+	wbuf       []byte
+	segs       []seg
+	rolled     []*block
+	dead       []*block
+	floor      uint64 // floor marker to emit at the end of the batch
+	dirty      bool
+	armed      bool
+	failed     error
+	indexStale bool
+	timer      *time.Timer
+}
+
+var _ Store = (*FileStore)(nil)
+
+// Open opens or creates the store in cfg.Dir, recovering from whatever a
+// crash left behind.
+func Open(cfg Config) (*FileStore, error) {
+	if cfg.FS == nil {
+		cfg.FS = OSFS{}
+	}
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = defaultBlockSize
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	cry, err := newCryptor(cfg.EncryptionKey, cfg.Cipher)
+	if err != nil {
+		return nil, err
+	}
+	s := &FileStore{
+		cfg:      cfg,
+		fs:       cfg.FS,
+		dir:      filepath.Join(cfg.Dir, "msgs"),
+		cry:      cry,
+		logf:     cfg.Logf,
+		subjects: make(map[string]*subjState),
+		cache:    make(map[*block][]byte),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	if err := s.fs.MkdirAll(s.dir); err != nil {
+		return nil, err
+	}
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	go s.writer()
+	if cfg.Limits.MaxAge > 0 {
+		s.enqueue(&op{kind: opExpire})
+	}
+	return s, nil
+}
+
+func (s *FileStore) blockPath(id uint64, sealed bool) string {
+	if sealed {
+		return filepath.Join(s.dir, fmt.Sprintf("%d.sblk", id))
+	}
+	return filepath.Join(s.dir, fmt.Sprintf("%d.blk", id))
+}
+
+// ---- public API ----
+
+func (s *FileStore) StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error)) {
+	if err := checkMsg(&s.cfg.Limits, subj, hdr, msg); err != nil {
+		if cb != nil {
+			cb(0, 0, err)
+		}
+		return
+	}
+	s.enqueue(&op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
+		size: storedSize(subj, hdr, msg), cb: cb})
+}
+
+func checkMsg(l *Limits, subj string, hdr, msg []byte) error {
+	if subj == "" || len(subj) > 0xffff {
+		return ErrBadSubject
+	}
+	if l.MaxMsgSize > 0 && len(hdr)+len(msg) > int(l.MaxMsgSize) {
+		return ErrMaxMsgSize
+	}
+	return nil
+}
+
+type result struct {
+	seq uint64
+	ts  int64
+	err error
+}
+
+var resPool = sync.Pool{New: func() any { return make(chan result, 1) }}
+
+func (s *FileStore) wait(o *op) (uint64, int64, error) {
+	ch := resPool.Get().(chan result)
+	o.cb = func(seq uint64, ts int64, err error) { ch <- result{seq, ts, err} }
+	s.enqueue(o)
+	r := <-ch
+	resPool.Put(ch)
+	return r.seq, r.ts, r.err
+}
+
+func (s *FileStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error) {
+	if err := checkMsg(&s.cfg.Limits, subj, hdr, msg); err != nil {
+		return 0, 0, err
+	}
+	return s.wait(&op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
+		size: storedSize(subj, hdr, msg)})
+}
+
+func (s *FileStore) SkipMsgs(n uint64) (uint64, error) {
+	if n == 0 {
+		n = 1
+	}
+	seq, _, err := s.wait(&op{kind: opSkip, n: n})
+	return seq, err
+}
+
+func (s *FileStore) RemoveMsg(seq uint64) (bool, error) {
+	n, _, err := s.wait(&op{kind: opRemove, n: seq})
+	if err == ErrNotFound {
+		return false, nil
+	}
+	return n == 1, err
+}
+
+func (s *FileStore) Purge() (uint64, error) {
+	n, _, err := s.wait(&op{kind: opPurge})
+	return n, err
+}
+
+func (s *FileStore) PurgeSubject(subj string) (uint64, error) {
+	n, _, err := s.wait(&op{kind: opPurgeSubj, subj: subj})
+	return n, err
+}
+
+func (s *FileStore) Compact(seq uint64) (uint64, error) {
+	n, _, err := s.wait(&op{kind: opCompact, n: seq})
+	return n, err
+}
+
+func (s *FileStore) enqueue(o *op) {
+	s.qmu.Lock()
+	if s.closed {
+		s.qmu.Unlock()
+		if o.cb != nil {
+			o.cb(0, 0, ErrClosed)
+		}
+		return
+	}
+	s.queue = append(s.queue, o)
+	first := len(s.queue) == 1
+	s.qmu.Unlock()
+	if first {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stop drains pending writes, syncs, writes the index and closes files.
+func (s *FileStore) Stop() error {
+	s.qmu.Lock()
+	if s.closed {
+		s.qmu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	s.qmu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-s.done
+	return s.failed
+}
+
+// ---- reads ----
+
+func (s *FileStore) findBlock(seq uint64) *block {
+	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].end() > seq })
+	if i == len(s.blocks) || seq < s.blocks[i].first {
+		return nil
+	}
+	return s.blocks[i]
+}
+
+func (s *FileStore) LoadMsg(seq uint64) (*StoredMsg, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if seq > s.durable {
+		return nil, ErrEOF
+	}
+	return s.loadLocked(seq)
+}
+
+func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) {
+	b := s.findBlock(seq)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	e := &b.ents[seq-b.first]
+	if !e.live {
+		return nil, ErrNotFound
+	}
+	rec, err := s.readRec(b, e)
+	if err == nil {
+		rv, n, ok := parseRecord(rec)
+		if ok && n == len(rec) && rv.seq == seq && rv.kind == kindMsg {
+			return &StoredMsg{Subject: string(rv.subj), Header: clone(rv.hdr), Data: clone(rv.msg), Seq: seq, TS: rv.ts}, nil
+		}
+		err = ErrCorrupt
+	}
+	s.readErrs.Add(1)
+	s.logf("filestore: %s: message %d in block %d failed its checksum on read: %v", s.cfg.Dir, seq, b.id, err)
+	return nil, ErrCorrupt
+}
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// readRec returns the plaintext record bytes; the caller holds mu.RLock.
+func (s *FileStore) readRec(b *block, e *ent) ([]byte, error) {
+	if b.sealed {
+		raw, err := s.sealedRaw(b)
+		if err != nil {
+			return nil, err
+		}
+		if int(e.off)+int(e.slen) > len(raw) {
+			return nil, ErrCorrupt
+		}
+		return raw[e.off : e.off+e.slen], nil
+	}
+	if b.f == nil {
+		return nil, ErrNotFound
+	}
+	buf := make([]byte, e.slen)
+	if _, err := b.f.ReadAt(buf, int64(e.off)); err != nil {
+		return nil, err
+	}
+	if s.cry != nil {
+		p, n, ok := s.cry.openFrame(buf)
+		if !ok || n != len(buf) {
+			return nil, ErrCorrupt
+		}
+		return p, nil
+	}
+	return buf, nil
+}
+
+func (s *FileStore) sealedRaw(b *block) ([]byte, error) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if raw, ok := s.cache[b]; ok {
+		return raw, nil
+	}
+	data, err := readAll(b.f)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.unseal(data)
+	if err != nil {
+		return nil, err
+	}
+	// A tiny cache is enough: reads are mostly sequential, one block at a time.
+	if len(s.cache) >= 2 {
+		clear(s.cache)
+	}
+	s.cache[b] = raw
+	return raw, nil
+}
+
+func (s *FileStore) LoadLastMsg(subj string) (*StoredMsg, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ss := s.subjects[subj]
+	if ss == nil || ss.msgs == 0 {
+		return nil, ErrNotFound
+	}
+	seq := ss.last
+	if seq > s.durable {
+		seq = s.durable
+	}
+	for ; seq >= s.first && seq > 0; seq-- {
+		if e := s.entLocked(seq); e != nil && e.live && e.ss == ss {
+			return s.loadLocked(seq)
+		}
+	}
+	return nil, ErrNotFound
+}
+
+func (s *FileStore) entLocked(seq uint64) *ent {
+	b := s.findBlock(seq)
+	if b == nil {
+		return nil
+	}
+	return &b.ents[seq-b.first]
+}
+
+func (s *FileStore) LoadNextMsg(subj string, start uint64) (*StoredMsg, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if start < s.first {
+		start = s.first
+	}
+	var ss *subjState
+	if subj != "" {
+		if ss = s.subjects[subj]; ss == nil || ss.msgs == 0 {
+			return nil, ErrEOF
+		}
+		if start < ss.first {
+			start = ss.first
+		}
+	}
+	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].end() > start })
+	for ; i < len(s.blocks); i++ {
+		b := s.blocks[i]
+		seq := max(start, b.first)
+		for ; seq < b.end() && seq <= s.durable; seq++ {
+			e := &b.ents[seq-b.first]
+			if e.live && (ss == nil || e.ss == ss) {
+				return s.loadLocked(seq)
+			}
+		}
+	}
+	return nil, ErrEOF
+}
+
+func (s *FileStore) FastState() State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.stateLocked(false)
+}
+
+func (s *FileStore) State() State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.stateLocked(true)
+}
+
+func (s *FileStore) stateLocked(subjects bool) State {
+	st := State{Msgs: s.msgs, Bytes: s.bytes, FirstSeq: s.first, LastSeq: s.last}
+	if s.msgs > 0 {
+		if e := s.entLocked(s.first); e != nil {
+			st.FirstTS = e.ts
+		}
+		if e := s.entLocked(s.last); e != nil {
+			st.LastTS = e.ts
+		}
+		st.Deleted = s.last - s.first + 1 - s.msgs
+	}
+	if subjects {
+		st.Subjects = make(map[string]uint64, len(s.subjects))
+		for k, v := range s.subjects {
+			st.Subjects[k] = v.msgs
+		}
+	}
+	return st
+}
+
+func (s *FileStore) Lost() LostInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := s.lost
+	l.Seqs = append([]uint64(nil), l.Seqs...)
+	l.ReadErrors = s.readErrs.Load()
+	return l
+}

@@ -1,0 +1,314 @@
+package filestore
+
+import (
+	"sync"
+	"time"
+)
+
+// MemStore is the in-memory Store (storage: memory). Nothing is persisted,
+// so a store is "durable" the moment it is in the map and callbacks run
+// inline.
+type MemStore struct {
+	mu       sync.RWMutex
+	lim      Limits
+	msgs     map[uint64]*memMsg
+	subjects map[string]*subjState
+	first    uint64
+	last     uint64
+	bytes    uint64
+	lastTS   int64
+	closed   bool
+	timer    *time.Timer
+}
+
+type memMsg struct {
+	m    StoredMsg
+	size uint64
+}
+
+var _ Store = (*MemStore)(nil)
+
+func NewMemStore(lim Limits) *MemStore {
+	return &MemStore{lim: lim, msgs: map[uint64]*memMsg{}, subjects: map[string]*subjState{}, first: 1}
+}
+
+func (ms *MemStore) StoreAsync(subj string, hdr, msg []byte, cb func(uint64, int64, error)) {
+	seq, ts, err := ms.StoreMsg(subj, hdr, msg)
+	if cb != nil {
+		cb(seq, ts, err)
+	}
+}
+
+func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error) {
+	if err := checkMsg(&ms.lim, subj, hdr, msg); err != nil {
+		return 0, 0, err
+	}
+	size := storedSize(subj, hdr, msg)
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.closed {
+		return 0, 0, ErrClosed
+	}
+	l := &ms.lim
+	n := uint64(len(ms.msgs))
+	ss := ms.subjects[subj]
+	if l.Discard == DiscardNew {
+		if l.MaxMsgs > 0 && n+1 > uint64(l.MaxMsgs) {
+			return 0, 0, ErrMaxMsgs
+		}
+		if l.MaxBytes > 0 && ms.bytes+size > uint64(l.MaxBytes) {
+			return 0, 0, ErrMaxBytes
+		}
+	}
+	if l.DiscardNewPerSubject && l.MaxMsgsPerSubject > 0 && ss != nil && ss.msgs >= uint64(l.MaxMsgsPerSubject) {
+		return 0, 0, ErrMaxMsgsPerSubj
+	}
+	if ss == nil {
+		ss = &subjState{name: subj}
+		ms.subjects[subj] = ss
+	}
+	seq := ms.last + 1
+	ts := max(time.Now().UnixNano(), ms.lastTS)
+	ms.lastTS = ts
+	ms.msgs[seq] = &memMsg{m: StoredMsg{Subject: subj, Header: clone(hdr), Data: clone(msg), Seq: seq, TS: ts}, size: size}
+	if n == 0 {
+		ms.first = seq
+	}
+	ms.last = seq
+	ms.bytes += size
+	if ss.msgs == 0 {
+		ss.first = seq
+	}
+	ss.msgs++
+	ss.last = seq
+	ms.enforce(ss)
+	ms.armExpiry()
+	return seq, ts, nil
+}
+
+func (ms *MemStore) enforce(ss *subjState) {
+	l := &ms.lim
+	if l.MaxMsgsPerSubject > 0 && !l.DiscardNewPerSubject {
+		for ss.msgs > uint64(l.MaxMsgsPerSubject) {
+			seq := ss.first
+			for ; seq <= ss.last; seq++ {
+				if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
+					break
+				}
+			}
+			ms.remove(seq)
+		}
+	}
+	if l.Discard != DiscardOld {
+		return
+	}
+	for len(ms.msgs) > 0 && ((l.MaxMsgs > 0 && uint64(len(ms.msgs)) > uint64(l.MaxMsgs)) || (l.MaxBytes > 0 && ms.bytes > uint64(l.MaxBytes))) {
+		ms.remove(ms.first)
+	}
+}
+
+func (ms *MemStore) remove(seq uint64) bool {
+	m := ms.msgs[seq]
+	if m == nil {
+		return false
+	}
+	delete(ms.msgs, seq)
+	ms.bytes -= m.size
+	ss := ms.subjects[m.m.Subject]
+	ss.msgs--
+	if ss.msgs == 0 {
+		delete(ms.subjects, ss.name)
+	} else if seq == ss.first {
+		ss.first = seq + 1
+	} else if seq == ss.last {
+		for p := seq - 1; p >= ss.first; p-- {
+			if pm := ms.msgs[p]; pm != nil && pm.m.Subject == ss.name {
+				ss.last = p
+				break
+			}
+		}
+	}
+	if len(ms.msgs) == 0 {
+		ms.first = ms.last + 1
+	} else if seq == ms.first {
+		for ms.first++; ms.msgs[ms.first] == nil; ms.first++ {
+		}
+	}
+	return true
+}
+
+func (ms *MemStore) armExpiry() {
+	if ms.lim.MaxAge <= 0 || ms.timer != nil || len(ms.msgs) == 0 {
+		return
+	}
+	d := time.Duration(ms.msgs[ms.first].m.TS + int64(ms.lim.MaxAge) - time.Now().UnixNano())
+	ms.timer = time.AfterFunc(max(d, time.Millisecond), ms.expire)
+}
+
+func (ms *MemStore) expire() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ms.timer = nil
+	if ms.closed {
+		return
+	}
+	cutoff := time.Now().UnixNano() - int64(ms.lim.MaxAge)
+	for len(ms.msgs) > 0 && ms.msgs[ms.first].m.TS <= cutoff {
+		ms.remove(ms.first)
+	}
+	ms.armExpiry()
+}
+
+func (ms *MemStore) SkipMsgs(n uint64) (uint64, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if n == 0 {
+		n = 1
+	}
+	first := ms.last + 1
+	ms.last += n
+	if len(ms.msgs) == 0 {
+		ms.first = ms.last + 1
+	}
+	return first, nil
+}
+
+func (ms *MemStore) LoadMsg(seq uint64) (*StoredMsg, error) {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	if seq > ms.last {
+		return nil, ErrEOF
+	}
+	m := ms.msgs[seq]
+	if m == nil {
+		return nil, ErrNotFound
+	}
+	return copyMsg(&m.m), nil
+}
+
+func copyMsg(m *StoredMsg) *StoredMsg {
+	c := *m
+	c.Header, c.Data = clone(m.Header), clone(m.Data)
+	return &c
+}
+
+func (ms *MemStore) LoadLastMsg(subj string) (*StoredMsg, error) {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	ss := ms.subjects[subj]
+	if ss == nil {
+		return nil, ErrNotFound
+	}
+	return copyMsg(&ms.msgs[ss.last].m), nil
+}
+
+func (ms *MemStore) LoadNextMsg(subj string, start uint64) (*StoredMsg, error) {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	start = max(start, ms.first)
+	if subj != "" {
+		ss := ms.subjects[subj]
+		if ss == nil {
+			return nil, ErrEOF
+		}
+		start = max(start, ss.first)
+	}
+	for seq := start; seq <= ms.last; seq++ {
+		if m := ms.msgs[seq]; m != nil && (subj == "" || m.m.Subject == subj) {
+			return copyMsg(&m.m), nil
+		}
+	}
+	return nil, ErrEOF
+}
+
+func (ms *MemStore) RemoveMsg(seq uint64) (bool, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.remove(seq), nil
+}
+
+func (ms *MemStore) Purge() (uint64, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	n := uint64(len(ms.msgs))
+	ms.msgs = map[uint64]*memMsg{}
+	ms.subjects = map[string]*subjState{}
+	ms.bytes = 0
+	ms.first = ms.last + 1
+	return n, nil
+}
+
+func (ms *MemStore) PurgeSubject(subj string) (uint64, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ss := ms.subjects[subj]
+	if ss == nil {
+		return 0, nil
+	}
+	var n uint64
+	for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
+		if m := ms.msgs[seq]; m != nil && m.m.Subject == subj {
+			ms.remove(seq)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (ms *MemStore) Compact(seq uint64) (uint64, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var n uint64
+	for s := ms.first; s < seq && s <= ms.last; s++ {
+		if ms.remove(s) {
+			n++
+		}
+	}
+	if seq > ms.last+1 {
+		ms.last = seq - 1
+	}
+	if len(ms.msgs) == 0 {
+		ms.first = ms.last + 1
+	}
+	return n, nil
+}
+
+func (ms *MemStore) State() State {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	st := ms.stateLocked()
+	st.Subjects = make(map[string]uint64, len(ms.subjects))
+	for k, v := range ms.subjects {
+		st.Subjects[k] = v.msgs
+	}
+	return st
+}
+
+func (ms *MemStore) FastState() State {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	return ms.stateLocked()
+}
+
+func (ms *MemStore) stateLocked() State {
+	n := uint64(len(ms.msgs))
+	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last}
+	if n > 0 {
+		st.FirstTS = ms.msgs[ms.first].m.TS
+		st.LastTS = ms.msgs[ms.last].m.TS
+		st.Deleted = ms.last - ms.first + 1 - n
+	}
+	return st
+}
+
+func (ms *MemStore) Lost() LostInfo { return LostInfo{} }
+
+func (ms *MemStore) Stop() error {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ms.closed = true
+	if ms.timer != nil {
+		ms.timer.Stop()
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package filestore
+
+import (
+	"encoding/binary"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const (
+	indexName  = "index.db"
+	indexMagic = "NIDX"
+)
+
+type idxBlock struct {
+	id, first, end, size uint64
+}
+
+type index struct {
+	last   uint64
+	blocks []idxBlock
+}
+
+// writeIndex records which sequences the blocks hold. Recovery always
+// verifies every block by checksum; the index is what lets it tell "this
+// damaged tail held acknowledged messages 41..57" from "a write was torn".
+// It is only written when everything it describes has been synced.
+func (s *FileStore) writeIndex() {
+	s.mu.RLock()
+	b := []byte(indexMagic)
+	b = append(b, 1)
+	b = binary.LittleEndian.AppendUint64(b, s.durable)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s.blocks)))
+	for _, blk := range s.blocks {
+		b = binary.LittleEndian.AppendUint64(b, blk.id)
+		b = binary.LittleEndian.AppendUint64(b, blk.first)
+		b = binary.LittleEndian.AppendUint64(b, blk.end())
+		b = binary.LittleEndian.AppendUint64(b, uint64(blk.size))
+	}
+	s.mu.RUnlock()
+	b = binary.LittleEndian.AppendUint64(b, recSum(b))
+	if err := writeFileAtomic(s.fs, s.dir, indexName, b); err != nil {
+		s.logf("filestore: %s: writing index: %v", s.cfg.Dir, err)
+		return
+	}
+	s.indexStale = false
+}
+
+func parseIndex(b []byte) (*index, bool) {
+	if len(b) < 4+1+8+4+8 || string(b[:4]) != indexMagic || b[4] != 1 {
+		return nil, false
+	}
+	n := len(b) - 8
+	if binary.LittleEndian.Uint64(b[n:]) != recSum(b[:n]) {
+		return nil, false
+	}
+	ix := &index{last: binary.LittleEndian.Uint64(b[5:])}
+	cnt := int(binary.LittleEndian.Uint32(b[13:]))
+	p := 17
+	if p+cnt*32 != n {
+		return nil, false
+	}
+	for i := 0; i < cnt; i++ {
+		ix.blocks = append(ix.blocks, idxBlock{
+			id:    binary.LittleEndian.Uint64(b[p:]),
+			first: binary.LittleEndian.Uint64(b[p+8:]),
+			end:   binary.LittleEndian.Uint64(b[p+16:]),
+			size:  binary.LittleEndian.Uint64(b[p+24:]),
+		})
+		p += 32
+	}
+	return ix, true
+}
+
+type loaded struct {
+	b    *block
+	res  scanResult
+	last bool
+}
+
+// recover rebuilds the whole in-memory state from the blocks, verifying every
+// record's checksum, and uses index.db to name exactly what was lost.
+func (s *FileStore) recover() error {
+	names, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	plain := map[uint64]bool{}
+	sealed := map[uint64]bool{}
+	var ids []uint64
+	for _, n := range names {
+		if strings.HasSuffix(n, ".tmp") {
+			_ = s.fs.Remove(filepath.Join(s.dir, n))
+			continue
+		}
+		var id uint64
+		var perr error
+		switch {
+		case strings.HasSuffix(n, ".sblk"):
+			id, perr = strconv.ParseUint(strings.TrimSuffix(n, ".sblk"), 10, 64)
+			if perr == nil {
+				sealed[id] = true
+			}
+		case strings.HasSuffix(n, ".blk"):
+			id, perr = strconv.ParseUint(strings.TrimSuffix(n, ".blk"), 10, 64)
+			if perr == nil {
+				plain[id] = true
+			}
+		default:
+			continue
+		}
+		if perr == nil && id > 0 && !(plain[id] && sealed[id]) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+
+	var ix *index
+	if f, err := s.fs.OpenFile(filepath.Join(s.dir, indexName), false); err == nil {
+		data, rerr := readAll(f)
+		f.Close()
+		var ok bool
+		if rerr == nil {
+			ix, ok = parseIndex(data)
+		}
+		if !ok {
+			ix = nil
+			s.logf("filestore: %s: index.db is damaged; rebuilding it from the blocks", s.cfg.Dir)
+		}
+	}
+
+	var lds []*loaded
+	for i, id := range ids {
+		ld := &loaded{b: &block{id: id}, last: i == len(ids)-1}
+		if sealed[id] {
+			if ok := s.loadSealed(ld, plain[id]); !ok {
+				continue
+			}
+		} else if err := s.loadPlain(ld); err != nil {
+			return err
+		}
+		lds = append(lds, ld)
+		s.nextID = id
+	}
+	return s.rebuild(lds, ix)
+}
+
+func (s *FileStore) loadSealed(ld *loaded, hasPlain bool) bool {
+	id := ld.b.id
+	f, err := s.fs.OpenFile(s.blockPath(id, true), false)
+	if err == nil {
+		data, rerr := readAll(f)
+		if rerr == nil {
+			if raw, uerr := s.unseal(data); uerr == nil {
+				ld.b.f, ld.b.sealed, ld.b.size = f, true, int64(len(raw))
+				ld.res = scanBlock(raw, nil)
+				if hasPlain {
+					// The crash came between the rename and removing the old file.
+					_ = s.fs.Remove(s.blockPath(id, false))
+				}
+				return true
+			}
+		}
+		f.Close()
+	}
+	if hasPlain {
+		_ = s.fs.Remove(s.blockPath(id, true))
+		return s.loadPlain(ld) == nil
+	}
+	s.lost.CorruptSpans++
+	s.logf("filestore: %s: compressed block %d is damaged; all its messages are lost", s.cfg.Dir, id)
+	if f != nil {
+		ld.b.f, ld.b.sealed = f, true
+	}
+	return true
+}
+
+func (s *FileStore) loadPlain(ld *loaded) error {
+	f, err := s.fs.OpenFile(s.blockPath(ld.b.id, false), false)
+	if err != nil {
+		return err
+	}
+	data, err := readAll(f)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	ld.b.f = f
+	ld.res = scanBlock(data, s.cry)
+	ld.b.size = ld.res.validEnd
+	if ld.res.tail > 0 {
+		if ld.last {
+			// A torn write: whatever follows the last valid record was never
+			// acknowledged as durable unless the index says otherwise.
+			s.lost.TornBytes += uint64(ld.res.tail)
+			s.logf("filestore: %s: truncating %d bytes of torn tail from block %d", s.cfg.Dir, ld.res.tail, ld.b.id)
+			if err := f.Truncate(ld.res.validEnd); err != nil {
+				return err
+			}
+			if err := f.Sync(); err != nil {
+				return err
+			}
+		} else {
+			s.lost.CorruptSpans++
+			s.logf("filestore: %s: block %d has %d damaged bytes at its end", s.cfg.Dir, ld.b.id, ld.res.tail)
+		}
+	}
+	if ld.res.spans > 0 {
+		s.lost.CorruptSpans += uint64(ld.res.spans)
+		s.logf("filestore: %s: block %d has %d damaged records ranges", s.cfg.Dir, ld.b.id, ld.res.spans)
+	}
+	return nil
+}
+
+type seqRange struct{ lo, hi uint64 } // inclusive
+
+func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
+	var floor, last uint64
+	tombs := map[uint64]bool{}
+	var gaps []seqRange
+	for _, ld := range lds {
+		for _, r := range ld.res.recs {
+			switch r.kind {
+			case kindFloor:
+				floor = max(floor, r.seq)
+				last = max(last, r.seq-1)
+			case kindTomb:
+				tombs[r.seq] = true
+				last = max(last, r.seq)
+			case kindGap:
+				gaps = append(gaps, seqRange{r.seq, uint64(r.ts)})
+			}
+			if r.kind >= kindTomb {
+				ld.b.markers = append(ld.b.markers, marker{r.kind, r.seq, r.ts})
+			}
+		}
+	}
+	deleted := func(seq uint64) bool {
+		if seq < floor || tombs[seq] {
+			return true
+		}
+		for _, g := range gaps {
+			if seq >= g.lo && seq <= g.hi {
+				return true
+			}
+		}
+		return false
+	}
+
+	var prevEnd uint64
+	for _, ld := range lds {
+		b := ld.b
+		b.first = 0
+		for _, r := range ld.res.recs {
+			if r.kind != kindMsg && r.kind != kindSkip {
+				continue
+			}
+			if r.seq < prevEnd || (b.first != 0 && r.seq < b.end()) {
+				continue // out of order: cannot come from this store's writer
+			}
+			if b.first == 0 {
+				b.first = r.seq
+			}
+			for b.end() < r.seq {
+				b.ents = append(b.ents, ent{}) // damaged record
+			}
+			e := ent{off: r.off, slen: r.slen, ts: r.ts}
+			if r.kind == kindMsg && !deleted(r.seq) {
+				ss := s.subjects[r.subj]
+				if ss == nil {
+					ss = &subjState{name: r.subj, first: r.seq}
+					s.subjects[r.subj] = ss
+				}
+				ss.msgs++
+				ss.last = r.seq
+				e.ss, e.size, e.live = ss, uint32(r.size), true
+				b.live++
+				s.msgs++
+				s.bytes += r.size
+				if s.first == 0 {
+					s.first = r.seq
+				}
+				s.lastTS = max(s.lastTS, r.ts)
+			}
+			b.ents = append(b.ents, e)
+		}
+		if b.first == 0 {
+			b.first = max(prevEnd, floor, 1)
+		}
+		prevEnd = b.end()
+		last = max(last, prevEnd-1)
+		s.blocks = append(s.blocks, b)
+	}
+	for _, g := range gaps {
+		last = max(last, g.hi)
+	}
+
+	// Name the lost sequences: holes inside and between blocks, and whatever
+	// the index knew about that the blocks no longer hold.
+	lost := map[uint64]bool{}
+	check := func(lo, hi uint64) { // inclusive
+		lo = max(lo, floor, 1)
+		for seq := lo; seq <= hi && seq >= lo; seq++ {
+			if lost[seq] || deleted(seq) {
+				continue
+			}
+			if b := s.findBlock(seq); b != nil && b.ents[seq-b.first].slen > 0 {
+				continue
+			}
+			lost[seq] = true
+		}
+	}
+	for i, b := range s.blocks {
+		if len(b.ents) > 0 {
+			check(b.first, b.end()-1)
+		}
+		if i > 0 && len(b.ents) > 0 {
+			prev := s.blocks[i-1]
+			if b.first > prev.end() {
+				check(prev.end(), b.first-1)
+			}
+		}
+	}
+	if ix != nil {
+		stale := len(ix.blocks) != len(s.blocks)
+		for _, ib := range ix.blocks {
+			if ib.end > ib.first {
+				check(ib.first, ib.end-1)
+			}
+		}
+		if ix.last > last {
+			check(last+1, ix.last)
+			last = ix.last // never reuse a sequence a client may have been given
+		}
+		for i := 0; !stale && i < len(ix.blocks); i++ {
+			stale = ix.blocks[i].id != s.blocks[i].id || ix.blocks[i].end > s.blocks[i].end()
+		}
+		if stale {
+			s.logf("filestore: %s: index.db is stale; state rebuilt from blocks", s.cfg.Dir)
+		}
+	}
+	if len(lost) > 0 {
+		s.lost.Msgs = uint64(len(lost))
+		for seq := range lost {
+			if len(s.lost.Seqs) < maxLostList {
+				s.lost.Seqs = append(s.lost.Seqs, seq)
+			}
+		}
+		sort.Slice(s.lost.Seqs, func(i, j int) bool { return s.lost.Seqs[i] < s.lost.Seqs[j] })
+		s.logf("filestore: %s: %d messages lost to damage (first %d)", s.cfg.Dir, len(lost), s.lost.Seqs[0])
+	}
+
+	s.last = last
+	if s.msgs == 0 {
+		s.first = last + 1
+	}
+	s.durable = last
+	if n := len(s.blocks); n > 0 {
+		b := s.blocks[n-1]
+		if !b.sealed && b.size < s.cfg.BlockSize && b.f != nil {
+			s.act = b
+		}
+	}
+	s.writeIndex()
+	return nil
+}

@@ -1,0 +1,118 @@
+// Package filestore holds natsd's per-stream message stores: a crash-safe
+// file store with group-commit fsync and a memory store with the same
+// interface. See README.md for the on-disk format and the durability model.
+package filestore
+
+import (
+	"errors"
+	"time"
+)
+
+// Store is what a stream appends to and reads from. Both FileStore and
+// MemStore implement it; JetStream code must not care which one it has.
+type Store interface {
+	// StoreAsync appends a record and calls cb once the record is durable
+	// (fsync'd by default). It never blocks on disk, so an event loop may call
+	// it; cb runs on the store's writer goroutine and must not block. hdr and
+	// msg are copied before StoreAsync returns.
+	StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error))
+	// StoreMsg is the blocking form of StoreAsync.
+	StoreMsg(subj string, hdr, msg []byte) (seq uint64, ts int64, err error)
+	// SkipMsgs consumes n sequence numbers without storing messages.
+	SkipMsgs(n uint64) (first uint64, err error)
+	LoadMsg(seq uint64) (*StoredMsg, error)
+	// LoadLastMsg returns the newest message with exactly this subject.
+	LoadLastMsg(subj string) (*StoredMsg, error)
+	// LoadNextMsg returns the first message with seq >= start whose subject is
+	// subj ("" matches all).
+	LoadNextMsg(subj string, start uint64) (*StoredMsg, error)
+	RemoveMsg(seq uint64) (bool, error)
+	// Purge removes every message; sequence numbers continue.
+	Purge() (uint64, error)
+	PurgeSubject(subj string) (uint64, error)
+	// Compact removes every message below seq.
+	Compact(seq uint64) (uint64, error)
+	// State is the full state including per-subject counts; FastState skips
+	// the per-subject map, which is costly to copy.
+	State() State
+	FastState() State
+	// Lost describes records found damaged or missing when the store was
+	// opened or read; they are never returned as data.
+	Lost() LostInfo
+	Stop() error
+}
+
+// StoredMsg is one message as returned by the Load methods. Its slices are
+// owned by the caller.
+type StoredMsg struct {
+	Subject string
+	Header  []byte
+	Data    []byte
+	Seq     uint64
+	TS      int64 // Unix nanoseconds
+}
+
+// State summarises a store.
+type State struct {
+	Msgs     uint64
+	Bytes    uint64
+	FirstSeq uint64
+	LastSeq  uint64
+	FirstTS  int64
+	LastTS   int64
+	Deleted  uint64 // interior gaps between FirstSeq and LastSeq
+	Subjects map[string]uint64
+}
+
+// LostInfo reports damage. Seqs lists damaged message sequences (capped at
+// maxLostList entries; Msgs always has the full count).
+type LostInfo struct {
+	Msgs         uint64
+	Seqs         []uint64
+	CorruptSpans uint64 // damaged byte ranges found by checksum while scanning
+	TornBytes    uint64 // bytes truncated from a torn tail at open
+	ReadErrors   uint64 // records whose checksum failed on a later read
+}
+
+const maxLostList = 10000
+
+// DiscardPolicy decides what happens when a limit is reached.
+type DiscardPolicy int
+
+const (
+	DiscardOld DiscardPolicy = iota
+	DiscardNew
+)
+
+// Limits are enforced by the store itself so that expiry costs one marker
+// record per batch rather than one delete per message.
+type Limits struct {
+	MaxMsgs           int64
+	MaxBytes          int64
+	MaxAge            time.Duration
+	MaxMsgsPerSubject int64
+	MaxMsgSize        int32
+	Discard           DiscardPolicy
+	// DiscardNewPerSubject rejects a message when its subject is at
+	// MaxMsgsPerSubject instead of removing the subject's oldest message.
+	DiscardNewPerSubject bool
+}
+
+var (
+	ErrNotFound       = errors.New("filestore: message not found")
+	ErrEOF            = errors.New("filestore: sequence beyond last")
+	ErrClosed         = errors.New("filestore: store closed")
+	ErrMaxMsgs        = errors.New("maximum messages exceeded")
+	ErrMaxBytes       = errors.New("maximum bytes exceeded")
+	ErrMaxMsgsPerSubj = errors.New("maximum messages per subject exceeded")
+	ErrMaxMsgSize     = errors.New("message size exceeds maximum allowed")
+	ErrCorrupt        = errors.New("filestore: record checksum failed")
+	ErrBadSubject     = errors.New("filestore: invalid subject")
+	ErrFailed         = errors.New("filestore: store failed after a write error")
+)
+
+// storedSize is the byte cost a message counts against MaxBytes; it mirrors
+// the on-disk record so that limits track disk use.
+func storedSize(subj string, hdr, msg []byte) uint64 {
+	return uint64(recHdrLen + len(subj) + len(hdr) + len(msg) + recSumLen)
+}

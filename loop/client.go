@@ -1,0 +1,275 @@
+package loop
+
+import (
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/natsd/natsd/outbound"
+	"github.com/natsd/natsd/parser"
+)
+
+// Close reasons, as nats-server names them in /connz.
+const (
+	closeClient          = "Client Closed"
+	closeAuthTimeout     = "Authentication Timeout"
+	closeSlowPending     = "Slow Consumer (Pending Bytes)"
+	closeWriteDeadline   = "Slow Consumer (Write Deadline)"
+	closeStale           = "Stale Connection"
+	closeProtocol        = "Protocol Violation"
+	closeParse           = "Parse Error"
+	closeBadProto        = "Bad Client Protocol Version"
+	closeMaxConns        = "Maximum Connections Exceeded"
+	closeMaxPayload      = "Maximum Message Payload Exceeded"
+	closeMaxControl      = "Maximum Control Line Exceeded"
+	closeNoRespHeaders   = "No Responders Requires Headers"
+	closeServerShutdown  = "Server Shutdown"
+	closeAuthFailure     = "Authentication Failure"
+	firstPingDelay       = 2 * time.Second
+	errTextStale         = "Stale Connection"
+	errTextMaxConns      = "maximum connections exceeded"
+	errTextMaxSubs       = "maximum subscriptions exceeded"
+	errTextInvalidSubj   = "Invalid Subject"
+	errTextInvalidPub    = "Invalid Publish Subject"
+	errTextBadProto      = "invalid client protocol"
+	errTextNoRespHeaders = "no responders requires headers support"
+	errTextAuthViolation = "Authorization Violation"
+	errTextAuthTimeout   = "Authentication Timeout"
+)
+
+var (
+	crlf     = []byte("\r\n")
+	pongLine = []byte("PONG\r\n")
+	pingLine = []byte("PING\r\n")
+	okLine   = []byte("+OK\r\n")
+)
+
+// sub is one subscription. Deliveries come from any reactor, so the auto-unsubscribe
+// counter is atomic; everything else is fixed at SUB time.
+type sub struct {
+	c         *client
+	subject   string
+	queue     string
+	sid       []byte
+	max       atomic.Int64 // 0 = unlimited
+	delivered atomic.Int64
+	gone      atomic.Bool
+}
+
+// connectOpts is CONNECT's JSON. Pointer fields distinguish "absent" from false because
+// nats-server's defaults for verbose, pedantic and echo are true.
+type connectOpts struct {
+	Verbose      *bool  `json:"verbose"`
+	Pedantic     *bool  `json:"pedantic"`
+	Echo         *bool  `json:"echo"`
+	Headers      bool   `json:"headers"`
+	NoResponders bool   `json:"no_responders"`
+	Protocol     int    `json:"protocol"`
+	Name         string `json:"name"`
+	Lang         string `json:"lang"`
+	Version      string `json:"version"`
+	Account      string `json:"account"`
+	NewAccount   *bool  `json:"new_account"`
+}
+
+// client is one connection's state machine. All fields but out (the queue other reactors
+// append to) and the atomics are touched only by the owning reactor.
+type client struct {
+	gc  gnet.Conn
+	r   *reactor
+	cid uint64
+	ip  string
+	out outbound.Queue
+	iov [][]byte
+
+	p    parser.Parser
+	op   parser.Op
+	need int
+
+	verbose, pedantic, echo, headers, noResponders bool
+	connected                                      bool
+	protocol                                       int
+	name, lang, version                            string
+
+	subs map[string]*sub
+	// goneSubs counts auto-unsubscribed entries still in subs: deliveries on other reactors
+	// end them, and the owner sweeps the map when they pile up.
+	goneSubs atomic.Int32
+
+	pingsOut     int
+	nextPing     int64 // unix nanos
+	authDeadline int64
+	blockedSince int64 // when the socket first held unsent bytes; 0 when drained
+	stalled      bool
+	stallUntil   int64
+	closing      bool
+	closed       bool
+	reason       string
+
+	// timer-wheel links (see wheel.go)
+	tPrev, tNext *client
+	tSlot        int32
+	tRounds      int32
+}
+
+// OnOpen greets a new connection with INFO, or refuses it when over max_connections.
+func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	r := e.reactorFor(gc.EventLoop())
+	c := &client{
+		gc:       gc,
+		r:        r,
+		cid:      e.cid.Add(1),
+		verbose:  true,
+		pedantic: true,
+		echo:     true,
+		tSlot:    -1,
+	}
+	c.p.MaxControlLine = e.cfg.MaxControlLine
+	c.p.MaxPayload = e.cfg.MaxPayload
+	if a, ok := gc.RemoteAddr().(*net.TCPAddr); ok {
+		c.ip = a.IP.String()
+	}
+	info := c.infoLine()
+	if e.lameDuck.Load() || e.stopping.Load() {
+		return nil, gnet.Close
+	}
+	if n := e.conns.Add(1); e.cfg.MaxConn >= 0 && n > int64(e.cfg.MaxConn) {
+		e.conns.Add(-1)
+		info = append(info, "-ERR '"+errTextMaxConns+"'\r\n"...)
+		if e.cfg.Log != nil {
+			e.cfg.Log.Errorf("%s - cid:%d - %s", c.ip, c.cid, "Maximum Connections Exceeded")
+		}
+		return info, gnet.Close
+	}
+	e.total.Add(1)
+	gc.SetContext(c)
+	r.clients[c] = struct{}{}
+	now := time.Now().UnixNano()
+	c.nextPing = now + int64(min(firstPingDelay, e.cfg.PingInterval))
+	c.rearm(now)
+	return info, gnet.None
+}
+
+func (c *client) infoLine() []byte {
+	info := c.r.e.cfg.Info
+	b := make([]byte, 0, len(info)+80)
+	b = append(b, "INFO "...)
+	b = append(b, info[:len(info)-1]...)
+	b = append(b, `,"client_id":`...)
+	b = strconv.AppendUint(b, c.cid, 10)
+	b = append(b, `,"client_ip":"`...)
+	b = append(b, c.ip...)
+	b = append(b, "\"} \r\n"...)
+	return b
+}
+
+// OnClose releases everything the connection held.
+func (e *Engine) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*client)
+	if !ok || c.closed {
+		return gnet.None
+	}
+	c.closed = true
+	e.conns.Add(-1)
+	r := c.r
+	delete(r.clients, c)
+	delete(r.backlog, c)
+	r.wheel.remove(c)
+	for _, s := range c.subs {
+		if s.gone.CompareAndSwap(false, true) {
+			_ = e.subs.Remove(s.subject, s.queue, s)
+		}
+	}
+	c.subs = nil
+	c.out.Reset()
+	if c.reason == "" {
+		c.reason = closeClient
+	}
+	if e.cfg.Log != nil {
+		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, remotePort(gc), c.cid, c.reason)
+	}
+	return gnet.None
+}
+
+func remotePort(gc gnet.Conn) int {
+	if a, ok := gc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return 0
+}
+
+// OnTraffic parses whatever is buffered, straight from gnet's inbound buffer. An op that has
+// not fully arrived stays in that buffer (not consumed) until the rest comes in.
+func (e *Engine) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*client)
+	if !ok {
+		return gnet.Close
+	}
+	if c.closing || c.closed {
+		_, _ = gc.Discard(-1)
+		return gnet.None
+	}
+	if c.stalled {
+		if time.Now().UnixNano() < c.stallUntil {
+			return gnet.None
+		}
+		c.stalled = false
+	}
+	if c.need > 0 && gc.InboundBuffered() < c.need {
+		return gnet.None
+	}
+	r := c.r
+	buf, _ := gc.Peek(-1)
+	off := 0
+	var perr error
+	for off < len(buf) {
+		n, err := c.p.Next(buf[off:], &c.op)
+		if err != nil {
+			perr = err
+			break
+		}
+		if n == 0 {
+			c.need = c.p.Need()
+			break
+		}
+		c.need = 0
+		off += n
+		c.process(&c.op)
+		if c.closing {
+			break
+		}
+		if r.stall {
+			r.stall = false
+			c.stall()
+			break
+		}
+	}
+	if perr != nil {
+		c.parseError(perr)
+		off = len(buf)
+	}
+	_, _ = gc.Discard(off)
+	r.endBatch()
+	if c.closing {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// stall pauses parsing this publisher briefly: its targets are backed up, and waiting a
+// moment costs less than buffering without bound. gnet keeps the unparsed bytes meanwhile.
+func (c *client) stall() {
+	if c.r.e.cfg.NoFastProducerStall {
+		return
+	}
+	c.stalled = true
+	c.stallUntil = time.Now().Add(stallFor).UnixNano()
+	gc := c.gc
+	time.AfterFunc(stallFor, func() { _ = gc.Wake(nil) })
+}
+
+// stallFor is how long a fast producer waits for its subscribers to drain.
+const stallFor = 2 * time.Millisecond

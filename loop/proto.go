@@ -1,0 +1,424 @@
+package loop
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/natsd/natsd/outbound"
+	"github.com/natsd/natsd/parser"
+	"github.com/natsd/natsd/sublist"
+)
+
+// process runs one parsed op. op's slices alias the inbound buffer: anything kept past this
+// call is copied.
+func (c *client) process(op *parser.Op) {
+	switch op.Kind {
+	case parser.KindPub, parser.KindHPub:
+		c.processPub(op)
+	case parser.KindSub:
+		c.processSub(op)
+	case parser.KindUnsub:
+		c.processUnsub(op)
+	case parser.KindPing:
+		c.send(pongLine)
+	case parser.KindPong:
+		c.pingsOut = 0
+	case parser.KindConnect:
+		c.processConnect(op.Arg)
+	default:
+		c.closeWithErr("Unknown Protocol Operation", closeParse)
+	}
+}
+
+func (c *client) ok() {
+	if c.verbose {
+		c.send(okLine)
+	}
+}
+
+// send queues a frame of the connection's own on its outbound queue, behind any deliveries,
+// so the wire order is what the client did.
+func (c *client) send(b []byte) {
+	c.sendFrame(b, nil, nil)
+}
+
+func (c *client) sendFrame(a, b, d []byte) {
+	if c.closed {
+		return
+	}
+	_, sched, err := c.out.Append(a, b, d, 0)
+	if sched || err != nil {
+		c.r.local = append(c.r.local, c)
+	}
+}
+
+func (c *client) sendErr(text string) {
+	c.r.scratch = append(c.r.scratch[:0], "-ERR '"...)
+	c.r.scratch = append(c.r.scratch, text...)
+	c.r.scratch = append(c.r.scratch, "'\r\n"...)
+	c.send(c.r.scratch)
+}
+
+// closeWithErr sends -ERR and closes once the bytes before it are on their way.
+func (c *client) closeWithErr(text, reason string) {
+	if text != "" {
+		c.sendErr(text)
+	}
+	c.markClosing(reason)
+}
+
+func (c *client) markClosing(reason string) {
+	if c.closing {
+		return
+	}
+	c.closing = true
+	c.reason = reason
+	c.flush()
+}
+
+func (c *client) parseError(err error) {
+	var pe *parser.Error
+	if !errors.As(err, &pe) {
+		c.closeWithErr("", closeProtocol)
+		return
+	}
+	reason := closeProtocol
+	switch pe {
+	case parser.ErrMaxPayload:
+		reason = closeMaxPayload
+	case parser.ErrMaxControlLine:
+		reason = closeMaxControl
+	case parser.ErrUnknownOp:
+		reason = closeParse
+	}
+	if c.r.e.cfg.Log != nil {
+		c.r.e.cfg.Log.Debugf("%s - cid:%d - Client parser error: %v", c.ip, c.cid, err)
+	}
+	c.closeWithErr(pe.Text, reason)
+}
+
+func (c *client) processConnect(arg []byte) {
+	var o connectOpts
+	if err := json.Unmarshal(arg, &o); err != nil {
+		c.closeWithErr("", closeProtocol)
+		return
+	}
+	if o.Account != "" || o.NewAccount != nil {
+		c.closeWithErr(errTextAuthViolation, closeAuthFailure)
+		return
+	}
+	if o.Protocol < 0 || o.Protocol > 1 {
+		c.closeWithErr(errTextBadProto, closeBadProto)
+		return
+	}
+	if o.NoResponders && !o.Headers {
+		c.closeWithErr(errTextNoRespHeaders, closeNoRespHeaders)
+		return
+	}
+	c.verbose = o.Verbose == nil || *o.Verbose
+	c.pedantic = o.Pedantic == nil || *o.Pedantic
+	c.echo = o.Echo == nil || *o.Echo
+	c.headers = o.Headers
+	c.noResponders = o.NoResponders
+	c.protocol = o.Protocol
+	c.name, c.lang, c.version = o.Name, o.Lang, o.Version
+	c.connected = true
+	c.authDeadline = 0
+	c.ok()
+}
+
+func (c *client) processSub(op *parser.Op) {
+	if c.subs == nil {
+		c.subs = make(map[string]*sub, 1)
+	}
+	if _, dup := c.subs[string(op.Sid)]; dup {
+		c.ok()
+		return
+	}
+	if !sublist.ValidSubject(op.Subject) || (len(op.Queue) > 0 && !sublist.ValidQueue(op.Queue)) {
+		c.sendErr(errTextInvalidSubj)
+		return
+	}
+	if g := int(c.goneSubs.Load()); g > 16 && g > len(c.subs)/2 {
+		c.sweepSubs()
+	}
+	if m := c.r.e.cfg.MaxSubs; m > 0 && len(c.subs) >= m {
+		c.sendErr(errTextMaxSubs)
+		return
+	}
+	s := &sub{
+		c:       c,
+		subject: string(op.Subject),
+		queue:   string(op.Queue),
+		sid:     append([]byte(nil), op.Sid...),
+	}
+	if err := c.r.e.subs.Insert(s.subject, s.queue, s); err != nil {
+		c.sendErr(errTextInvalidSubj)
+		return
+	}
+	c.subs[string(s.sid)] = s
+	c.ok()
+}
+
+func (c *client) processUnsub(op *parser.Op) {
+	s := c.subs[string(op.Sid)]
+	if s != nil {
+		if op.Max > 0 && s.delivered.Load() < int64(op.Max) {
+			s.max.Store(int64(op.Max))
+			// A delivery racing with us may have passed max already.
+			if s.delivered.Load() >= int64(op.Max) {
+				c.removeSub(s)
+			}
+		} else {
+			c.removeSub(s)
+		}
+	}
+	c.ok()
+}
+
+func (c *client) sweepSubs() {
+	for sid, s := range c.subs {
+		if s.gone.Load() {
+			delete(c.subs, sid)
+			c.goneSubs.Add(-1)
+		}
+	}
+}
+
+func (c *client) removeSub(s *sub) {
+	delete(c.subs, string(s.sid))
+	if s.gone.CompareAndSwap(false, true) {
+		_ = c.r.e.subs.Remove(s.subject, s.queue, s)
+	} else {
+		c.goneSubs.Add(-1)
+	}
+}
+
+// processPub routes one message: L1 match on this reactor, then a frame appended to each
+// target's queue; flushing waits for the end of the batch.
+func (c *client) processPub(op *parser.Op) {
+	r := c.r
+	r.stats.inMsgs.Add(1)
+	r.stats.inBytes.Add(uint64(len(op.Msg)))
+	if op.Kind == parser.KindHPub && !c.headers {
+		c.closeWithErr("", closeProtocol)
+		return
+	}
+	if c.pedantic && !sublist.ValidLiteralSubject(op.Subject) {
+		c.sendErr(errTextInvalidPub)
+	}
+	res := r.cache.Match(op.Subject)
+	delivered := false
+	for _, s := range res.Plain {
+		if s.c == c && !c.echo {
+			continue
+		}
+		if c.deliver(s, op) {
+			delivered = true
+		}
+	}
+	for _, g := range res.Queues {
+		if c.deliverQueue(g, op) {
+			delivered = true
+		}
+	}
+	if !delivered && len(op.Reply) > 0 && c.noResponders {
+		c.sendNoResponders(op)
+	}
+	c.ok()
+}
+
+func (c *client) deliverQueue(g []*sub, op *parser.Op) bool {
+	n := len(g)
+	start := c.r.pick(n)
+	for i := 0; i < n; i++ {
+		s := g[(start+i)%n]
+		if s.c == c && !c.echo {
+			continue
+		}
+		if c.deliver(s, op) {
+			return true
+		}
+	}
+	return false
+}
+
+// deliver appends MSG/HMSG for s to its connection's queue. It reports whether the message
+// went out (an auto-unsubscribed or closing subscription does not count).
+func (c *client) deliver(s *sub, op *parser.Op) bool {
+	t := s.c
+	if s.gone.Load() {
+		return false
+	}
+	if m := s.max.Load(); m > 0 {
+		n := s.delivered.Add(1)
+		if n > m {
+			return false
+		}
+		if n == m && s.gone.CompareAndSwap(false, true) {
+			// The interest goes now; the owner drops its map entry lazily.
+			_ = c.r.e.subs.Remove(s.subject, s.queue, s)
+			t.goneSubs.Add(1)
+		}
+	} else {
+		s.delivered.Add(1)
+	}
+	r := c.r
+	body := op.Msg
+	hdr := op.HdrLen
+	b := r.scratch[:0]
+	if hdr > 0 && t.headers {
+		b = append(b, "HMSG "...)
+	} else {
+		if hdr > 0 {
+			body = body[hdr:]
+		}
+		hdr = 0
+		b = append(b, "MSG "...)
+	}
+	b = append(b, op.Subject...)
+	b = append(b, ' ')
+	b = append(b, s.sid...)
+	if len(op.Reply) > 0 {
+		b = append(b, ' ')
+		b = append(b, op.Reply...)
+	}
+	b = append(b, ' ')
+	if hdr > 0 {
+		b = strconv.AppendInt(b, int64(hdr), 10)
+		b = append(b, ' ')
+	}
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, '\r', '\n')
+	r.scratch = b
+	pending, sched, err := t.out.Append(b, body, crlf, r.e.cfg.MaxPending)
+	if sched {
+		r.enqueue(t)
+	}
+	if err == outbound.ErrSlowConsumer {
+		return false
+	}
+	r.stats.outMsgs.Add(1)
+	r.stats.outBytes.Add(uint64(len(body)))
+	if pending > r.e.cfg.MaxPending/2 && t != c {
+		r.stall = true
+	}
+	return true
+}
+
+// sendNoResponders answers a request nobody listens to with a 503 status, as nats-server does
+// for clients that asked for it.
+func (c *client) sendNoResponders(op *parser.Op) {
+	// The reply subject is the publisher's own inbox; find the sid it is subscribed with.
+	res := c.r.cache.Match(op.Reply)
+	var sid []byte
+	for _, s := range res.Plain {
+		if s.c == c {
+			sid = s.sid
+			break
+		}
+	}
+	if sid == nil {
+		return
+	}
+	b := c.r.scratch[:0]
+	const hdr = "NATS/1.0 503\r\nNats-Subject: "
+	hl := len(hdr) + len(op.Subject) + 4
+	b = append(b, "HMSG "...)
+	b = append(b, op.Reply...)
+	b = append(b, ' ')
+	b = append(b, sid...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(hl), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(hl), 10)
+	b = append(b, "\r\n"+hdr...)
+	b = append(b, op.Subject...)
+	b = append(b, "\r\n\r\n\r\n"...)
+	c.r.scratch = b
+	c.send(b)
+}
+
+// flush writes everything queued for c with one writev; runs on c's reactor.
+func (c *client) flush() {
+	bufs, slow := c.out.Take(c.iov[:0])
+	if c.closed {
+		outbound.Release(bufs)
+		c.iov = bufs[:0]
+		return
+	}
+	if slow && !c.closing {
+		outbound.Release(bufs)
+		c.iov = bufs[:0]
+		c.slowConsumer(closeSlowPending)
+		return
+	}
+	if len(bufs) > 0 {
+		_, _ = c.gc.Writev(bufs)
+		outbound.Release(bufs)
+	}
+	c.iov = bufs[:0]
+	if c.closing {
+		_ = c.gc.Close()
+		return
+	}
+	n := c.gc.OutboundBuffered()
+	c.out.SetSocketPending(n)
+	if n > 0 {
+		if c.blockedSince == 0 {
+			c.blockedSince = time.Now().UnixNano()
+			c.r.backlog[c] = struct{}{}
+		}
+	} else if c.blockedSince != 0 {
+		c.blockedSince = 0
+		delete(c.r.backlog, c)
+	}
+}
+
+func (c *client) slowConsumer(reason string) {
+	r := c.r
+	r.stats.slow.Add(1)
+	if r.e.cfg.Log != nil {
+		if reason == closeSlowPending {
+			r.e.cfg.Log.Noticef("%s - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded", c.ip, c.cid, r.e.cfg.MaxPending)
+		} else {
+			r.e.cfg.Log.Noticef("%s - cid:%d - Slow Consumer Detected: WriteDeadline of %v exceeded", c.ip, c.cid, r.e.cfg.WriteDeadline)
+		}
+	}
+	c.closing = true
+	c.reason = reason
+	_ = c.gc.Close()
+}
+
+// onTimer runs when c's wheel slot comes up: auth timeout, then keepalive.
+func (c *client) onTimer(now int64) {
+	if c.closing || c.closed {
+		return
+	}
+	if c.authDeadline != 0 && now >= c.authDeadline {
+		c.closeWithErr(errTextAuthTimeout, closeAuthTimeout)
+		return
+	}
+	if now >= c.nextPing {
+		if c.pingsOut+1 > c.r.e.cfg.MaxPingsOut {
+			c.r.stats.stale.Add(1)
+			c.closeWithErr(errTextStale, closeStale)
+			return
+		}
+		c.pingsOut++
+		c.send(pingLine)
+		c.nextPing = now + int64(c.r.e.cfg.PingInterval)
+	}
+	c.rearm(now)
+}
+
+// rearm puts c in the wheel at its earliest deadline.
+func (c *client) rearm(now int64) {
+	next := c.nextPing
+	if c.authDeadline != 0 && c.authDeadline < next {
+		next = c.authDeadline
+	}
+	c.r.wheel.schedule(c, next)
+}

@@ -1,0 +1,149 @@
+package loop
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/natsd/natsd/outbound"
+	"github.com/natsd/natsd/sublist"
+)
+
+// l1Size bounds each reactor's match cache.
+const l1Size = 4096
+
+// reactor is the state one gnet event loop owns. Only its goroutine touches the non-atomic
+// fields, so the per-message path takes no lock except the target queue's.
+type reactor struct {
+	e     *Engine
+	el    gnet.EventLoop
+	idx   int
+	cache *sublist.Cache[*sub]
+
+	// local holds this reactor's connections with frames queued during the current batch;
+	// remote[i] those owned by reactor i, handed over in one Inbox.Add at the end of the batch.
+	local  []*client
+	remote [][]*client
+	inbox  outbound.Inbox[*client]
+	woken  []*client
+
+	wheel   *wheel
+	backlog map[*client]struct{} // connections whose socket still holds unsent bytes
+	clients map[*client]struct{}
+
+	// stall is set when a delivery in this batch found a target past half its max_pending:
+	// the publisher being parsed then pauses briefly instead of growing buffers without bound.
+	stall bool
+
+	scratch []byte // control-line builder for deliveries
+	rng     *rand.PCG
+
+	wakeTask gnet.Runnable
+	tickTask gnet.Runnable
+
+	stats struct {
+		inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
+		slow, stale                        atomic.Uint64
+	}
+}
+
+func newReactor(e *Engine, el gnet.EventLoop, idx int) *reactor {
+	r := &reactor{
+		e:       e,
+		el:      el,
+		idx:     idx,
+		cache:   sublist.NewCache(e.subs, l1Size),
+		wheel:   newWheel(int64(tickEvery), time.Now().UnixNano()),
+		backlog: make(map[*client]struct{}),
+		clients: make(map[*client]struct{}),
+		scratch: make([]byte, 0, 512),
+		rng:     rand.NewPCG(uint64(time.Now().UnixNano()), uint64(idx)),
+	}
+	r.wakeTask = gnet.RunnableFunc(func(context.Context) error { r.onWake(); return nil })
+	r.tickTask = gnet.RunnableFunc(func(context.Context) error { r.onTick(time.Now()); return nil })
+	return r
+}
+
+// grow makes room for reactors that registered after this one; only r's goroutine calls it.
+func (r *reactor) grow(n int) {
+	for len(r.remote) < n {
+		r.remote = append(r.remote, nil)
+	}
+}
+
+// enqueue notes that c has frames to flush at the end of this batch.
+func (r *reactor) enqueue(c *client) {
+	if c.r == r {
+		r.local = append(r.local, c)
+		return
+	}
+	if c.r.idx >= len(r.remote) {
+		r.grow(c.r.idx + 1)
+	}
+	r.remote[c.r.idx] = append(r.remote[c.r.idx], c)
+}
+
+// endBatch flushes this reactor's own targets and wakes each other reactor at most once.
+func (r *reactor) endBatch() {
+	for i, c := range r.local {
+		c.flush()
+		r.local[i] = nil
+	}
+	r.local = r.local[:0]
+	var peers []*reactor
+	for i, list := range r.remote {
+		if len(list) == 0 {
+			continue
+		}
+		if peers == nil {
+			peers = *r.e.peers.Load()
+		}
+		t := peers[i]
+		if t.inbox.Add(list) {
+			if err := t.el.Execute(context.Background(), t.wakeTask); err != nil {
+				t.inbox.Drain(nil)
+			}
+		}
+		clear(list)
+		r.remote[i] = list[:0]
+	}
+}
+
+// onWake runs on this reactor when other reactors queued frames for its connections.
+func (r *reactor) onWake() {
+	r.woken = r.inbox.Drain(r.woken[:0])
+	for i, c := range r.woken {
+		c.flush()
+		r.woken[i] = nil
+	}
+	// Flushing may have produced frames of our own (none today), keep the invariant anyway.
+	r.endBatch()
+}
+
+// onTick advances the timer wheel and re-checks connections with unsent socket bytes.
+func (r *reactor) onTick(now time.Time) {
+	ns := now.UnixNano()
+	r.wheel.advance(ns, func(c *client) { c.onTimer(ns) })
+	for c := range r.backlog {
+		n := c.gc.OutboundBuffered()
+		c.out.SetSocketPending(n)
+		if n == 0 {
+			c.blockedSince = 0
+			delete(r.backlog, c)
+			continue
+		}
+		if wd := r.e.cfg.WriteDeadline; wd > 0 && ns-c.blockedSince > int64(wd) {
+			delete(r.backlog, c)
+			c.slowConsumer(closeWriteDeadline)
+		}
+	}
+	r.endBatch()
+}
+
+// pick chooses one member of a queue group, spreading evenly without shared state.
+func (r *reactor) pick(n int) int {
+	return int(r.rng.Uint64() % uint64(n))
+}

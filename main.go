@@ -1,0 +1,252 @@
+// Command natsd is a drop-in replacement for nats-server: same flags, same protocol.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/natsd/natsd/server"
+)
+
+const usage = `
+Usage: natsd [options]
+
+Server Options:
+    -a, --addr, --net <host>         Bind to host address (default: 0.0.0.0)
+    -p, --port <port>                Use port for clients (default: 4222)
+    -n, --name
+        --server_name <server_name>  Server name (default: auto)
+    -P, --pid <file>                 File to store PID
+    -m, --http_port <port>           Use port for http monitoring (not supported yet)
+    -c, --config <file>              Configuration file (not supported yet)
+    -sl,--signal <signal>[=<pid>]    Send signal to natsd process (ldm, stop, quit, term, reopen, reload)
+                                     <pid> can be either a PID (e.g. 1) or the path to a PID file
+        --reactors <n>               Number of event-loop reactors (default: 1, measured best on 2 cores)
+        --reuseport                  One SO_REUSEPORT listener per reactor
+
+Logging Options:
+    -l, --log <file>                 File to redirect log output
+    -T, --logtime                    Timestamp log entries (default: true)
+    -D, --debug                      Enable debugging output
+    -V, --trace                      Trace the raw protocol
+    -DV                              Debug and trace
+
+Common Options:
+    -h, --help                       Show this message
+    -v, --version                    Show version
+`
+
+func printUsage() { fmt.Fprint(os.Stderr, usage) }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	opts, cmd, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage()
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
+		printUsage()
+		return 1
+	}
+	switch cmd.action {
+	case "version":
+		fmt.Printf("natsd: v%s (nats-server v%s compatible)\n", server.Version, server.ServerVersion)
+		return 0
+	case "help":
+		printUsage()
+		return 0
+	case "signal":
+		if err := sendSignal(cmd.signal); err != nil {
+			fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	s, err := server.New(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
+		return 1
+	}
+	for _, w := range cmd.unsupported {
+		s.Logger().Warnf("%s is not supported yet, ignored", w)
+	}
+	if err := s.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
+		return 1
+	}
+	s.WaitForShutdown()
+	return 0
+}
+
+type command struct {
+	action      string // "", "version", "help", "signal"
+	signal      string
+	unsupported []string
+}
+
+// parseFlags reads nats-server's flags (Go flag syntax: -x and --x alike, aliases share a field).
+func parseFlags(args []string) (*server.Options, *command, error) {
+	o := &server.Options{Logtime: true}
+	cmd := &command{}
+	fs := flag.NewFlagSet("natsd", flag.ContinueOnError)
+	fs.Usage = func() {}
+	fs.SetOutput(discard{})
+
+	var showVersion, showHelp, dv, dvv, vv bool
+	var httpPort, httpsPort, profPort int
+	var config, signal, user, pass, auth, storeDir, cluster, routes string
+	var js bool
+	for _, n := range []string{"a", "addr", "net"} {
+		fs.StringVar(&o.Host, n, server.DefaultHost, "")
+	}
+	for _, n := range []string{"p", "port"} {
+		fs.IntVar(&o.Port, n, server.DefaultPort, "")
+	}
+	for _, n := range []string{"n", "name", "server_name"} {
+		fs.StringVar(&o.ServerName, n, "", "")
+	}
+	for _, n := range []string{"P", "pid"} {
+		fs.StringVar(&o.PidFile, n, "", "")
+	}
+	for _, n := range []string{"m", "http_port"} {
+		fs.IntVar(&httpPort, n, 0, "")
+	}
+	for _, n := range []string{"ms", "https_port"} {
+		fs.IntVar(&httpsPort, n, 0, "")
+	}
+	fs.IntVar(&profPort, "profile", 0, "")
+	for _, n := range []string{"c", "config"} {
+		fs.StringVar(&config, n, "", "")
+	}
+	for _, n := range []string{"sl", "signal"} {
+		fs.StringVar(&signal, n, "", "")
+	}
+	for _, n := range []string{"l", "log"} {
+		fs.StringVar(&o.LogFile, n, "", "")
+	}
+	for _, n := range []string{"T", "logtime"} {
+		fs.BoolVar(&o.Logtime, n, true, "")
+	}
+	for _, n := range []string{"D", "debug"} {
+		fs.BoolVar(&o.Debug, n, false, "")
+	}
+	for _, n := range []string{"V", "trace"} {
+		fs.BoolVar(&o.Trace, n, false, "")
+	}
+	fs.BoolVar(&dv, "DV", false, "")
+	fs.BoolVar(&dvv, "DVV", false, "")
+	fs.BoolVar(&vv, "VV", false, "")
+	for _, n := range []string{"v", "version"} {
+		fs.BoolVar(&showVersion, n, false, "")
+	}
+	for _, n := range []string{"h", "help"} {
+		fs.BoolVar(&showHelp, n, false, "")
+	}
+	fs.StringVar(&user, "user", "", "")
+	fs.StringVar(&pass, "pass", "", "")
+	fs.StringVar(&auth, "auth", "", "")
+	for _, n := range []string{"js", "jetstream"} {
+		fs.BoolVar(&js, n, false, "")
+	}
+	for _, n := range []string{"sd", "store_dir"} {
+		fs.StringVar(&storeDir, n, "", "")
+	}
+	for _, n := range []string{"cluster", "cluster_listen"} {
+		fs.StringVar(&cluster, n, "", "")
+	}
+	fs.StringVar(&routes, "routes", "", "")
+	fs.IntVar(&o.Reactors, "reactors", 0, "")
+	fs.BoolVar(&o.ReusePort, "reuseport", false, "")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	for _, a := range fs.Args() {
+		switch strings.ToLower(a) {
+		case "version":
+			showVersion = true
+		case "help":
+			showHelp = true
+		default:
+			return nil, nil, fmt.Errorf("unrecognized command: %q", a)
+		}
+	}
+	if dv || dvv {
+		o.Debug, o.Trace = true, true
+	}
+	if vv {
+		o.Trace = true
+	}
+	switch {
+	case showVersion:
+		cmd.action = "version"
+	case showHelp:
+		cmd.action = "help"
+	case signal != "":
+		cmd.action, cmd.signal = "signal", signal
+	}
+	if user != "" || pass != "" || auth != "" {
+		// Starting open when the operator asked for credentials would be a security hole.
+		return nil, nil, errors.New("authentication (--user/--pass/--auth) is not supported yet")
+	}
+	if config != "" {
+		return nil, nil, errors.New("configuration files (-c) are not supported yet")
+	}
+	if httpPort != 0 {
+		cmd.unsupported = append(cmd.unsupported, "monitoring (-m/--http_port)")
+	}
+	if httpsPort != 0 {
+		cmd.unsupported = append(cmd.unsupported, "monitoring (--https_port)")
+	}
+	if profPort != 0 {
+		cmd.unsupported = append(cmd.unsupported, "profiling (--profile)")
+	}
+	if js || storeDir != "" {
+		cmd.unsupported = append(cmd.unsupported, "JetStream (-js/--store_dir)")
+	}
+	if cluster != "" || routes != "" {
+		cmd.unsupported = append(cmd.unsupported, "clustering (--cluster/--routes)")
+	}
+	return o, cmd, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// sendSignal implements -sl/--signal cmd[=pid|pidfile].
+func sendSignal(arg string) error {
+	name, target, _ := strings.Cut(arg, "=")
+	sigs := map[string]syscall.Signal{
+		"stop": syscall.SIGKILL, "quit": syscall.SIGINT, "term": syscall.SIGTERM,
+		"reopen": syscall.SIGUSR1, "reload": syscall.SIGHUP, "ldm": syscall.SIGUSR2,
+	}
+	sig, ok := sigs[strings.ToLower(name)]
+	if !ok {
+		return fmt.Errorf("unknown signal %q", name)
+	}
+	if target == "" {
+		return errors.New("no pid given: use --signal " + name + "=<pid|pidfile>")
+	}
+	pid, err := strconv.Atoi(target)
+	if err != nil {
+		b, rerr := os.ReadFile(target)
+		if rerr != nil {
+			return fmt.Errorf("invalid pid or pid file %q", target)
+		}
+		if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			return fmt.Errorf("invalid pid in %q", target)
+		}
+	}
+	return syscall.Kill(pid, sig)
+}

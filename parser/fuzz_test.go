@@ -1,0 +1,59 @@
+package parser
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// fuzzConfig maps the fuzzer's cfg byte onto a parser: bit 0 picks the mode, bit 1 picks tiny
+// limits so that the limit paths get exercised by short inputs.
+func fuzzConfig(cfg uint8) Parser {
+	p := Parser{}
+	if cfg&1 != 0 {
+		p.Mode = ClientMode
+	}
+	if cfg&2 != 0 {
+		p.MaxControlLine = 24
+		p.MaxPayload = 16
+	}
+	return p
+}
+
+func FuzzParser(f *testing.F) {
+	var seeds []string
+	for _, tc := range cases {
+		seeds = append(seeds, tc.in)
+	}
+	seeds = append(seeds, strings.Join(validServer, ""), strings.Join(validClient, ""),
+		"PUB foo 5\r\nhello\r\nPUB foo 5\r\nhe", "SUB "+strings.Repeat("x", 30)+" 1\r\n",
+		"HPUB a 5 3\r\n", "PUB a 999999999\r\n", "CONNECT\n{}\n", "PUB \nfoo 1\nx\r\n",
+		"PING\rPONG\n", "UNSUB 1\r2\r\n", "-ERR ''\r\n", "+OKAY\r\n")
+	for i, s := range seeds {
+		for cfg := uint8(0); cfg < 4; cfg++ {
+			f.Add([]byte(s), cfg, uint64(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cfg uint8, seed uint64) {
+		p := fuzzConfig(cfg)
+		want := parseWhole(t, p, data)
+		// The same bytes in any chunks must give the same ops, the same verdict and, without
+		// an error, the same unconsumed tail (parseChunks checks n, aliasing and Need on the way).
+		r := rand.New(rand.NewSource(int64(seed)))
+		for range 4 {
+			ch := randomSplits(r, data)
+			if got := parseChunks(t, p, ch); !got.equal(want) {
+				t.Fatalf("cfg %d splits %q:\n got %v\nwant %v", cfg, ch, got, want)
+			}
+		}
+		if len(data) < 64 {
+			one := make([][]byte, len(data))
+			for i := range data {
+				one[i] = data[i : i+1]
+			}
+			if got := parseChunks(t, p, one); !got.equal(want) {
+				t.Fatalf("cfg %d byte-at-a-time %q:\n got %v\nwant %v", cfg, data, got, want)
+			}
+		}
+	})
+}

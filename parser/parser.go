@@ -1,0 +1,486 @@
+// Package parser is an incremental, zero-allocation parser of the NATS text protocol.
+//
+// The server's event loop keeps inbound bytes in its own buffer and hands all of them to
+// Next; Next either consumes one whole op (control line, body and trailing CRLF) or consumes
+// nothing. Keeping partial ops in the caller's buffer (instead of copying them into parser
+// state as nats-server does) is what lets every returned slice alias the inbound buffer with
+// no copy, whatever the TCP split.
+//
+// Framing, errors and limits follow nats-server v2.15.2 (see reference/protocol.md §1, §6).
+package parser
+
+import "bytes"
+
+// Kind identifies a protocol operation.
+type Kind uint8
+
+const (
+	KindNone    Kind = iota
+	KindConnect      // CONNECT {json}
+	KindPub          // PUB subj [reply] size\r\npayload\r\n
+	KindHPub         // HPUB subj [reply] hdrsize totalsize\r\nheaders+payload\r\n
+	KindSub          // SUB subj [queue] sid
+	KindUnsub        // UNSUB sid [max]
+	KindPing
+	KindPong
+	// server->client ops, parsed in client mode:
+	KindInfo // INFO {json}
+	KindMsg  // MSG subj sid [reply] size
+	KindHMsg // HMSG subj sid [reply] hdrsize totalsize
+	KindOK   // +OK
+	KindErr  // -ERR 'text'
+)
+
+var kindNames = [...]string{"NONE", "CONNECT", "PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG",
+	"INFO", "MSG", "HMSG", "+OK", "-ERR"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "UNKNOWN"
+}
+
+// Op is one parsed operation. All slices alias the caller's buffer and are valid only until
+// the caller discards those bytes.
+type Op struct {
+	Kind    Kind
+	Subject []byte
+	Reply   []byte
+	Queue   []byte
+	Sid     []byte
+	Arg     []byte // CONNECT/INFO JSON (trimmed), -ERR text (without the quotes)
+	Max     int    // UNSUB max; 0 if absent (or unparsable: nats-server then unsubscribes at once, as for 0)
+	HdrLen  int    // header bytes at the start of Msg for HPUB/HMSG; 0 otherwise
+	Msg     []byte // the whole message body (headers + payload), without the trailing \r\n
+}
+
+// Mode selects which side of the protocol is parsed.
+type Mode uint8
+
+const (
+	ServerMode Mode = iota // parse what clients send
+	ClientMode             // parse what servers send
+)
+
+const (
+	DefaultMaxControlLine = 4096
+	DefaultMaxPayload     = 1 << 20
+)
+
+// Error is a protocol violation. The connection layer sends "-ERR '<Text>'\r\n" when Text is
+// not empty and closes the connection when Close is set, recording Reason (the /connz close
+// reason nats-server records for it).
+type Error struct {
+	Text   string
+	Close  bool
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Text != "" {
+		return "nats protocol: " + e.Text
+	}
+	return "nats protocol: " + e.Reason
+}
+
+var (
+	ErrUnknownOp      = &Error{Text: "Unknown Protocol Operation", Close: true, Reason: "Protocol Violation"}
+	ErrMaxControlLine = &Error{Text: "maximum control line exceeded", Close: true, Reason: "Maximum Control Line Exceeded"}
+	ErrMaxPayload     = &Error{Text: "Maximum Payload Violation", Close: true, Reason: "Maximum Message Payload Exceeded"}
+	// ErrProtocol is an argument error nats-server answers by closing without -ERR.
+	ErrProtocol = &Error{Close: true, Reason: "Protocol Violation"}
+)
+
+// Parser holds the limits and the little state that survives between calls. The zero value
+// parses client traffic with nats-server's default limits.
+type Parser struct {
+	Mode           Mode
+	MaxControlLine int // 0 = 4096; < 0 = no limit
+	MaxPayload     int // 0 = 1 MiB; < 0 = no limit; checked after the control line, before the body arrives
+
+	// need is the total size of the op whose control line was complete but whose body was not;
+	// until that many bytes are buffered a call cannot succeed, so it returns at once instead of
+	// re-parsing the control line for every chunk of a large body.
+	need int
+}
+
+// Need reports, after Next returned n == 0, how many bytes in total the pending op needs
+// (0 if unknown, e.g. still inside the control line).
+func (p *Parser) Need() int { return p.need }
+
+// Reset forgets the pending op, for reuse of the Parser on a new byte stream.
+func (p *Parser) Reset() { p.need = 0 }
+
+// sep classifies separator bytes. PUB and HPUB split on space and tab only, while SUB, UNSUB
+// and MSG split on CR and LF as well (nats-server's processPub vs splitArg); the difference is
+// visible only for stray CRs inside a line, but keeps verdicts identical to the reference.
+const (
+	sepWS   = 1
+	sepCRLF = 2
+)
+
+var sepTab = [256]uint8{' ': sepWS | sepCRLF, '\t': sepWS | sepCRLF, '\r': sepCRLF, '\n': sepCRLF}
+
+// maxArgs is one more than the most fields any op has (HMSG with reply: 5), so that a surplus
+// field is detected without scanning further.
+const maxArgs = 6
+
+func split(arg []byte, dst *[maxArgs][]byte, mask uint8) int {
+	n, start := 0, -1
+	for i, b := range arg {
+		if sepTab[b]&mask != 0 {
+			if start >= 0 {
+				if n == maxArgs {
+					return n
+				}
+				dst[n] = arg[start:i]
+				n++
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 && n < maxArgs {
+		dst[n] = arg[start:]
+		n++
+	}
+	return n
+}
+
+// parseSize mirrors nats-server: 1 to 9 decimal digits, anything else is -1. Nine digits keep
+// any size far from overflow and make "PUB s 0000000001" as invalid as it is for the reference.
+func parseSize(d []byte) int {
+	if len(d) == 0 || len(d) > 9 {
+		return -1
+	}
+	n := 0
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
+}
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' }
+
+func trim(b []byte) []byte {
+	for len(b) > 0 && sepTab[b[0]] != 0 {
+		b = b[1:]
+	}
+	for len(b) > 0 && sepTab[b[len(b)-1]] != 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// Op names as typed by the spec; input is compared case-insensitively.
+const (
+	wPub     = "pub"
+	wHPub    = "hpub"
+	wSub     = "sub"
+	wUnsub   = "unsub"
+	wPing    = "ping"
+	wPong    = "pong"
+	wConnect = "connect"
+	wInfo    = "info"
+	wMsg     = "msg"
+	wHMsg    = "hmsg"
+	wOK      = "+ok"
+	wErr     = "-err"
+)
+
+// Next parses one op from the front of buf. It returns n > 0 bytes consumed and fills *op when
+// a whole op (including the body and its trailing CRLF) is present; n == 0 and err == nil when
+// buf holds only part of an op (the caller keeps those bytes and calls again with more).
+// *op is written only when n > 0. After an error the stream cannot be resynchronised;
+// the error says what to send before closing.
+func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
+	// need-1: the byte after the body is judged on its own (see below), so that a bad one is
+	// reported on the same bytes whatever the split.
+	if len(buf) < p.need-1 || len(buf) == 0 {
+		return 0, nil
+	}
+	p.need = 0
+
+	// Identify the op from as few bytes as decide it, so that garbage is rejected as soon as it
+	// arrives, as nats-server's byte-at-a-time state machine does.
+	var kind Kind
+	var word string
+	server := p.Mode == ServerMode
+	switch lower(buf[0]) {
+	case 'p':
+		if len(buf) < 2 {
+			return 0, nil
+		}
+		switch lower(buf[1]) {
+		case 'u':
+			kind, word = KindPub, wPub
+		case 'i':
+			kind, word = KindPing, wPing
+		case 'o':
+			kind, word = KindPong, wPong
+		}
+	case 'h':
+		if len(buf) < 2 {
+			return 0, nil
+		}
+		switch lower(buf[1]) {
+		case 'p':
+			kind, word = KindHPub, wHPub
+		case 'm':
+			// A client's HMSG drives nats-server into a degenerate zero-size message state
+			// that only a bare "\r\n" survives; it is no op a client can use, so reject it.
+			kind, word = KindHMsg, wHMsg
+		}
+	case 's':
+		kind, word = KindSub, wSub
+	case 'u':
+		kind, word = KindUnsub, wUnsub
+	case 'c':
+		kind, word = KindConnect, wConnect
+	case 'i':
+		// Clients may send INFO: nats-server parses its JSON (closing on a syntax error) and
+		// ignores it.
+		kind, word = KindInfo, wInfo
+	case 'm':
+		kind, word = KindMsg, wMsg
+	case '+':
+		kind, word = KindOK, wOK
+	case '-':
+		// A client's -ERR makes nats-server close the connection; the caller decides.
+		kind, word = KindErr, wErr
+	}
+	if kind == KindNone {
+		return 0, ErrUnknownOp
+	}
+	switch kind {
+	case KindPub, KindHPub, KindSub, KindUnsub, KindConnect:
+		if !server {
+			return 0, ErrUnknownOp
+		}
+	case KindMsg, KindHMsg:
+		if server {
+			return 0, ErrUnknownOp
+		}
+	}
+	wl := len(word)
+	for i := 1; i < wl && i < len(buf); i++ {
+		if lower(buf[i]) != word[i] {
+			return 0, ErrUnknownOp
+		}
+	}
+	if len(buf) < wl {
+		return 0, nil
+	}
+
+	mcl := p.MaxControlLine
+	if mcl == 0 {
+		mcl = DefaultMaxControlLine
+	} else if mcl < 0 {
+		mcl = int(^uint(0) >> 1)
+	}
+
+	switch kind {
+	case KindPing, KindPong, KindOK:
+		// nats-server ignores anything between these names and the LF ("PING foo" is a PING).
+		// It never limits that junk; we must, since an endless line would sit in our buffer.
+		rest := buf[wl:]
+		nl := bytes.IndexByte(rest, '\n')
+		junk := nl
+		if nl < 0 {
+			junk = len(rest)
+		}
+		if junk > 0 && rest[junk-1] == '\r' {
+			junk--
+		}
+		if junk > mcl {
+			return 0, ErrMaxControlLine
+		}
+		if nl < 0 {
+			return 0, nil
+		}
+		*op = Op{Kind: kind}
+		return wl + nl + 1, nil
+	}
+
+	// The argument starts at the first byte after the name and its separators; CONNECT and
+	// INFO need no separator ("CONNECT{}" is valid for nats-server), the others need one.
+	pos := wl
+	if kind != KindConnect && kind != KindInfo {
+		if len(buf) == wl {
+			return 0, nil
+		}
+		if !isWS(buf[wl]) {
+			return 0, ErrUnknownOp
+		}
+		pos++
+	}
+	for pos < len(buf) && isWS(buf[pos]) {
+		pos++
+	}
+	// nats-server skips any run of separators; bound it like the argument so that a stream of
+	// blanks cannot grow the caller's buffer forever.
+	if pos-wl > mcl {
+		return 0, ErrMaxControlLine
+	}
+	if pos == len(buf) {
+		return 0, nil
+	}
+	as := pos
+	// The argument's first byte is taken as such even when it is CR or LF (nats-server's state
+	// machine consumes it on entering the argument state), so the LF that ends the line is
+	// searched for after it.
+	nl := bytes.IndexByte(buf[as+1:], '\n')
+	if nl < 0 {
+		// Measured like the final argument will be at the least, so the verdict on a partial
+		// line never differs from the one on the whole line.
+		partial := len(buf) - as
+		if partial > 1 && buf[len(buf)-1] == '\r' {
+			partial--
+		}
+		if partial > mcl {
+			return 0, ErrMaxControlLine
+		}
+		return 0, nil
+	}
+	nl += as + 1
+	end := nl
+	if end-1 > as && buf[end-1] == '\r' {
+		end--
+	}
+	arg := buf[as:end]
+	if len(arg) > mcl {
+		return 0, ErrMaxControlLine
+	}
+
+	var a [maxArgs][]byte
+	var o Op
+	var size, hdr int
+	switch kind {
+	case KindConnect, KindInfo:
+		*op = Op{Kind: kind, Arg: trim(arg)}
+		return nl + 1, nil
+	case KindErr:
+		t := trim(arg)
+		for len(t) > 0 && t[0] == '\'' {
+			t = t[1:]
+		}
+		for len(t) > 0 && t[len(t)-1] == '\'' {
+			t = t[:len(t)-1]
+		}
+		*op = Op{Kind: kind, Arg: t}
+		return nl + 1, nil
+	case KindSub:
+		switch split(arg, &a, sepCRLF) {
+		case 2:
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1]}
+		case 3:
+			o = Op{Kind: kind, Subject: a[0], Queue: a[1], Sid: a[2]}
+		default:
+			return 0, ErrProtocol
+		}
+		*op = o
+		return nl + 1, nil
+	case KindUnsub:
+		switch split(arg, &a, sepCRLF) {
+		case 1:
+			o = Op{Kind: kind, Sid: a[0]}
+		case 2:
+			o = Op{Kind: kind, Sid: a[0], Max: max(parseSize(a[1]), 0)}
+		default:
+			return 0, ErrProtocol
+		}
+		*op = o
+		return nl + 1, nil
+	case KindPub:
+		switch split(arg, &a, sepWS) {
+		case 2:
+			o = Op{Kind: kind, Subject: a[0]}
+			size = parseSize(a[1])
+		case 3:
+			o = Op{Kind: kind, Subject: a[0], Reply: a[1]}
+			size = parseSize(a[2])
+		default:
+			return 0, ErrProtocol
+		}
+	case KindHPub:
+		switch split(arg, &a, sepWS) {
+		case 3:
+			o = Op{Kind: kind, Subject: a[0]}
+			hdr, size = parseSize(a[1]), parseSize(a[2])
+		case 4:
+			o = Op{Kind: kind, Subject: a[0], Reply: a[1]}
+			hdr, size = parseSize(a[2]), parseSize(a[3])
+		default:
+			return 0, ErrProtocol
+		}
+		if hdr < 0 {
+			return 0, ErrProtocol
+		}
+	case KindMsg:
+		switch split(arg, &a, sepCRLF) {
+		case 3:
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1]}
+			size = parseSize(a[2])
+		case 4:
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2]}
+			size = parseSize(a[3])
+		default:
+			return 0, ErrProtocol
+		}
+	case KindHMsg:
+		switch split(arg, &a, sepCRLF) {
+		case 4:
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1]}
+			hdr, size = parseSize(a[2]), parseSize(a[3])
+		case 5:
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2]}
+			hdr, size = parseSize(a[3]), parseSize(a[4])
+		default:
+			return 0, ErrProtocol
+		}
+		if hdr < 0 {
+			return 0, ErrProtocol
+		}
+	}
+	if size < 0 || hdr > size {
+		return 0, ErrProtocol
+	}
+	mp := p.MaxPayload
+	if mp == 0 {
+		mp = DefaultMaxPayload
+	}
+	if mp > 0 && size > mp {
+		return 0, ErrMaxPayload
+	}
+
+	// Body: exactly size bytes then CRLF; a bare LF is not accepted here. The byte after the
+	// body is judged as soon as it is present, as nats-server does.
+	bs := nl + 1
+	be := bs + size
+	if len(buf) > be && buf[be] != '\r' {
+		return 0, ErrUnknownOp
+	}
+	if len(buf) < be+2 {
+		p.need = be + 2
+		return 0, nil
+	}
+	if buf[be+1] != '\n' {
+		return 0, ErrUnknownOp
+	}
+	o.HdrLen = hdr
+	o.Msg = buf[bs:be:be]
+	*op = o
+	return be + 2, nil
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Logger writes nats-server's log format: "[pid] 2006/01/02 15:04:05.000000 [INF] text".
+type Logger struct {
+	mu      sync.Mutex
+	w       io.Writer
+	f       *os.File
+	path    string
+	pid     string
+	logtime bool
+	debug   bool
+	trace   bool
+}
+
+func newLogger(o *Options) (*Logger, error) {
+	l := &Logger{w: os.Stderr, pid: fmt.Sprintf("[%d] ", os.Getpid()), logtime: o.Logtime, debug: o.Debug, trace: o.Trace, path: o.LogFile}
+	if o.NoLog {
+		l.w = io.Discard
+		return l, nil
+	}
+	if o.LogFile != "" {
+		if err := l.open(); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *Logger) open() error {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("error opening file: %v", err)
+	}
+	if l.f != nil {
+		l.f.Close()
+	}
+	l.f, l.w = f, f
+	return nil
+}
+
+// Reopen reopens the log file (SIGUSR1), for log rotation.
+func (l *Logger) Reopen() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.path == "" {
+		return nil
+	}
+	return l.open()
+}
+
+func (l *Logger) logf(label, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == io.Discard {
+		return
+	}
+	b := make([]byte, 0, 128)
+	b = append(b, l.pid...)
+	if l.logtime {
+		b = time.Now().AppendFormat(b, "2006/01/02 15:04:05.000000 ")
+	}
+	b = append(b, label...)
+	b = fmt.Appendf(b, format, v...)
+	b = append(b, '\n')
+	_, _ = l.w.Write(b)
+}
+
+func (l *Logger) Noticef(format string, v ...any) { l.logf("[INF] ", format, v...) }
+func (l *Logger) Warnf(format string, v ...any)   { l.logf("[WRN] ", format, v...) }
+func (l *Logger) Errorf(format string, v ...any)  { l.logf("[ERR] ", format, v...) }
+func (l *Logger) Fatalf(format string, v ...any)  { l.logf("[FTL] ", format, v...) }
+
+func (l *Logger) Debugf(format string, v ...any) {
+	if l.debug {
+		l.logf("[DBG] ", format, v...)
+	}
+}
+
+func (l *Logger) Tracef(format string, v ...any) {
+	if l.trace {
+		l.logf("[TRC] ", format, v...)
+	}
+}
+
+func (l *Logger) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+}

@@ -1,0 +1,106 @@
+package server
+
+import "time"
+
+// Defaults match nats-server v2.15.2 (see shared/reference).
+const (
+	DefaultPort             = 4222
+	DefaultHost             = "0.0.0.0"
+	DefaultMaxPayload       = 1 << 20
+	DefaultMaxControlLine   = 4096
+	DefaultMaxPending       = 64 << 20
+	DefaultMaxConnections   = 64 * 1024
+	DefaultPingInterval     = 2 * time.Minute
+	DefaultMaxPingsOut      = 2
+	DefaultAuthTimeout      = 2 * time.Second
+	DefaultWriteDeadline    = 10 * time.Second
+	DefaultLameDuckDuration = 2 * time.Minute
+	DefaultLameDuckGrace    = 10 * time.Second
+
+	// ServerVersion is the nats-server version whose behaviour natsd matches; clients gate
+	// features on INFO's version, so this is what INFO reports (natsd's own is Version).
+	ServerVersion = "2.15.2"
+	// Version is natsd's own version (-v, logs, /varz).
+	Version = "0.1.0"
+)
+
+// Options holds the server configuration. Field names follow nats-server's Options where
+// an equivalent exists, so that config keys and flags map one to one.
+type Options struct {
+	Host       string
+	Port       int // -1 picks a random port
+	ServerName string
+
+	MaxPayload     int32
+	MaxControlLine int32
+	MaxPending     int64
+	MaxConn        int // 0 = default; negative never set explicitly
+	MaxConnSet     bool
+	MaxSubs        int // 0 = unlimited
+
+	PingInterval  time.Duration
+	MaxPingsOut   int
+	AuthTimeout   time.Duration
+	WriteDeadline time.Duration
+
+	LameDuckDuration    time.Duration
+	LameDuckGracePeriod time.Duration
+
+	// NoFastProducerStall disables briefly slowing a publisher whose subscribers cannot keep up.
+	NoFastProducerStall bool
+
+	// Reactors is the number of gnet event loops; 0 picks the measured default.
+	Reactors int
+	// ReusePort gives each reactor its own SO_REUSEPORT listener (kernel-balanced accepts).
+	ReusePort bool
+
+	LogFile string
+	Logtime bool
+	Debug   bool
+	Trace   bool
+	NoLog   bool
+	PidFile string
+
+	// NoSigs leaves signal handling to the embedder (tests).
+	NoSigs bool
+}
+
+// setDefaults fills zero fields with nats-server's defaults.
+func (o *Options) setDefaults() {
+	if o.Host == "" {
+		o.Host = DefaultHost
+	}
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.MaxControlLine == 0 {
+		o.MaxControlLine = DefaultMaxControlLine
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	if o.MaxConn == 0 && !o.MaxConnSet {
+		o.MaxConn = DefaultMaxConnections
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = DefaultPingInterval
+	}
+	if o.MaxPingsOut == 0 {
+		o.MaxPingsOut = DefaultMaxPingsOut
+	}
+	if o.AuthTimeout == 0 {
+		o.AuthTimeout = DefaultAuthTimeout
+	}
+	if o.WriteDeadline == 0 {
+		o.WriteDeadline = DefaultWriteDeadline
+	}
+	if o.LameDuckDuration == 0 {
+		o.LameDuckDuration = DefaultLameDuckDuration
+	}
+	if o.LameDuckGracePeriod == 0 {
+		o.LameDuckGracePeriod = DefaultLameDuckGrace
+	}
+}

@@ -1,0 +1,199 @@
+// Package server owns natsd's lifecycle: options, start-up, signals, lame duck and shutdown.
+// The per-message path lives in loop/; this package only wires it.
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/natsd/natsd/loop"
+)
+
+// info is the INFO fields common to every connection, in nats-server's order.
+type info struct {
+	ID         string `json:"server_id"`
+	Name       string `json:"server_name"`
+	Version    string `json:"version"`
+	Proto      int    `json:"proto"`
+	Go         string `json:"go"`
+	Host       string `json:"host"`
+	Port       int    `json:"port"`
+	Headers    bool   `json:"headers"`
+	MaxPayload int32  `json:"max_payload"`
+}
+
+// Server is one natsd instance.
+type Server struct {
+	opts  Options
+	id    string
+	log   *Logger
+	eng   *loop.Engine
+	start time.Time
+
+	mu       sync.Mutex
+	running  bool
+	shutdown chan struct{}
+	sigDone  chan struct{}
+}
+
+// New validates opts and returns a server that is not yet listening.
+func New(opts *Options) (*Server, error) {
+	o := *opts
+	o.setDefaults()
+	if int64(o.MaxPayload) > o.MaxPending {
+		return nil, fmt.Errorf("max_payload (%d) cannot be higher than max_pending (%d)", o.MaxPayload, o.MaxPending)
+	}
+	kp, err := nkeys.CreateServer()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	if o.ServerName == "" {
+		o.ServerName = pub
+	}
+	l, err := newLogger(&o)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{opts: o, id: pub, log: l, shutdown: make(chan struct{})}, nil
+}
+
+// ID is the server's public nkey.
+func (s *Server) ID() string { return s.id }
+
+// Logger is the server's logger.
+func (s *Server) Logger() *Logger { return s.log }
+
+// Start listens and returns once clients can connect.
+func (s *Server) Start() error {
+	o := &s.opts
+	s.start = time.Now()
+	s.log.Noticef("Starting natsd")
+	s.log.Noticef("  Version:  %s (nats-server compatible %s)", Version, ServerVersion)
+	s.log.Noticef("  Go build: %s", runtime.Version())
+	s.log.Noticef("  Name:     %s", o.ServerName)
+	s.log.Noticef("  ID:       %s", s.id)
+
+	cfg := loop.Config{
+		Host:                o.Host,
+		Port:                o.Port,
+		Reactors:            o.Reactors,
+		ReusePort:           o.ReusePort,
+		MaxPayload:          int(o.MaxPayload),
+		MaxControlLine:      int(o.MaxControlLine),
+		MaxPending:          o.MaxPending,
+		MaxConn:             o.MaxConn,
+		MaxSubs:             o.MaxSubs,
+		PingInterval:        o.PingInterval,
+		MaxPingsOut:         o.MaxPingsOut,
+		AuthTimeout:         o.AuthTimeout,
+		WriteDeadline:       o.WriteDeadline,
+		NoFastProducerStall: o.NoFastProducerStall,
+		Log:                 s.log,
+		Trace:               o.Trace,
+	}
+	// The INFO template needs the bound port, which a random port only reveals after listening;
+	// the loop reads cfg.Info on each accept, so fill it through a pointer the loop shares.
+	eng := loop.New(cfg)
+	eng.SetInfo(func(port int) []byte { return s.infoJSON(port) })
+	if err := eng.Start(); err != nil {
+		return fmt.Errorf("error listening on port: %s:%d, %v", o.Host, o.Port, err)
+	}
+	s.eng = eng
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+	if o.PidFile != "" {
+		if err := os.WriteFile(o.PidFile, []byte(strconv.Itoa(os.Getpid())), 0o660); err != nil {
+			eng.Stop()
+			return fmt.Errorf("could not write pidfile: %v", err)
+		}
+	}
+	if !o.NoSigs {
+		s.handleSignals()
+	}
+	s.log.Noticef("Listening for client connections on %s", net.JoinHostPort(o.Host, strconv.Itoa(eng.Addr().Port)))
+	s.log.Noticef("Server is ready")
+	return nil
+}
+
+func (s *Server) infoJSON(port int) []byte {
+	o := &s.opts
+	b, _ := json.Marshal(info{
+		ID:         s.id,
+		Name:       o.ServerName,
+		Version:    ServerVersion,
+		Proto:      1,
+		Go:         runtime.Version(),
+		Host:       o.Host,
+		Port:       port,
+		Headers:    true,
+		MaxPayload: o.MaxPayload,
+	})
+	return b
+}
+
+// Shutdown closes every connection and stops the listeners.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		return
+	}
+	s.running = false
+	s.mu.Unlock()
+	s.eng.Stop()
+	if s.opts.PidFile != "" {
+		_ = os.Remove(s.opts.PidFile)
+	}
+	s.log.Noticef("Server Exiting..")
+	s.log.close()
+	close(s.shutdown)
+}
+
+// LameDuck stops accepting clients, closes the existing ones over lame_duck_duration, then
+// shuts down.
+func (s *Server) LameDuck() {
+	s.mu.Lock()
+	running := s.running
+	s.mu.Unlock()
+	if !running {
+		return
+	}
+	s.log.Noticef("Entering lame duck mode, stop accepting new clients")
+	s.eng.EnterLameDuck(s.opts.LameDuckDuration, s.opts.LameDuckGracePeriod)
+	s.Shutdown()
+}
+
+// WaitForShutdown blocks until Shutdown has completed.
+func (s *Server) WaitForShutdown() { <-s.shutdown }
+
+// Addr is the bound client address.
+func (s *Server) Addr() *net.TCPAddr { return s.eng.Addr() }
+
+// ClientURL is nats://host:port of the bound client listener.
+func (s *Server) ClientURL() string {
+	a := s.Addr()
+	host := s.opts.Host
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "nats://" + net.JoinHostPort(host, strconv.Itoa(a.Port))
+}
+
+// NumClients is the number of connected clients.
+func (s *Server) NumClients() int { return int(s.eng.NumConns()) }
+
+// Stats are the message and connection counters.
+func (s *Server) Stats() loop.Stats { return s.eng.Stats() }

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// handleSignals maps nats-server's signals: INT/TERM stop, USR1 reopens the log, USR2 enters
+// lame duck mode. HUP (reload) arrives with config-file support.
+func (s *Server) handleSignals() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(c)
+		for {
+			select {
+			case <-s.shutdown:
+				return
+			case sig := <-c:
+				s.log.Debugf("Trapped %q signal", sig)
+				switch sig {
+				case syscall.SIGINT, syscall.SIGTERM:
+					s.log.Noticef("Trapped %q signal", sig)
+					go s.Shutdown()
+					return
+				case syscall.SIGUSR1:
+					if err := s.log.Reopen(); err != nil {
+						s.log.Errorf("Failed to reopen log file: %v", err)
+					} else {
+						s.log.Noticef("File log re-opened")
+					}
+				case syscall.SIGUSR2:
+					go s.LameDuck()
+				case syscall.SIGHUP:
+					s.log.Warnf("Config reload is not supported yet")
+				}
+			}
+		}
+	}()
+}

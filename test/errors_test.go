@@ -1,0 +1,155 @@
+package test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func errLine(text string) string { return "-ERR '" + text + "'\r\n" }
+
+// TestWireErrors pins each -ERR (and silent close) a single server without auth sends:
+// the exact bytes received after the trigger and whether the connection is closed afterwards.
+func TestWireErrors(t *testing.T) {
+	long := strings.Repeat("a", 5000)
+	cases := []struct {
+		name    string
+		cfg     Config
+		connect string // CONNECT line; "" = quiet default
+		in      string
+		want    string // exact bytes before close / before the PONG that proves it is open
+		closed  bool
+	}{
+		// protocol.md §6 -ERRs
+		{name: "unknown op", in: "FOO bar\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "unknown op misspelled PUB", in: "PUX foo 1\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "route op from client", in: "RS+ $G foo\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "payload without CRLF", in: "PUB foo 2\r\nhiX\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "payload longer than size", in: "PUB foo 2\r\nhello\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "payload bare LF end", in: "PUB foo 2\r\nhi\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "control line exceeded with CRLF", in: "PUB " + long + " 1\r\n", want: errLine("maximum control line exceeded"), closed: true},
+		{name: "control line exceeded no CRLF", in: "SUB " + long, want: errLine("maximum control line exceeded"), closed: true},
+		{name: "control line exceeded small limit", cfg: Config{MaxControlLine: 64}, in: "SUB " + strings.Repeat("b", 70) + " 1\r\n", want: errLine("maximum control line exceeded"), closed: true},
+		{name: "control line at small limit ok", cfg: Config{MaxControlLine: 64}, in: "SUB " + strings.Repeat("b", 56) + " 1\r\n", want: "", closed: false},
+		{name: "max payload", cfg: Config{MaxPayload: 1024}, in: "PUB foo 1025\r\n", want: errLine("Maximum Payload Violation"), closed: true},
+		{name: "max payload exact ok", cfg: Config{MaxPayload: 1024}, in: pub("foo", "", strings.Repeat("x", 1024)), want: "", closed: false},
+		{name: "max payload hpub", cfg: Config{MaxPayload: 1024}, connect: `{"verbose":false,"pedantic":false,"headers":true}`, in: "HPUB foo 12 1025\r\n", want: errLine("Maximum Payload Violation"), closed: true},
+		{name: "invalid client protocol", connect: `{"verbose":false,"pedantic":false,"protocol":2}`, want: errLine("invalid client protocol"), closed: true},
+		{name: "protocol 1 ok", connect: `{"verbose":false,"pedantic":false,"protocol":1}`, want: "", closed: false},
+		{name: "no responders without headers", connect: `{"verbose":false,"pedantic":false,"no_responders":true}`, want: errLine("no responders requires headers support"), closed: true},
+		{name: "invalid subject empty token", in: "SUB foo..bar 1\r\n", want: errLine("Invalid Subject"), closed: false},
+		{name: "invalid subject leading dot", in: "SUB .foo 1\r\n", want: errLine("Invalid Subject"), closed: false},
+		{name: "invalid subject trailing dot", in: "SUB foo. 1\r\n", want: errLine("Invalid Subject"), closed: false},
+		{name: "invalid subject gt not last", in: "SUB foo.>.bar 1\r\n", want: errLine("Invalid Subject"), closed: false},
+		{name: "invalid subject verbose", connect: `{"verbose":true,"pedantic":false}`, in: "SUB foo..bar 1\r\n", want: "+OK\r\n" + errLine("Invalid Subject"), closed: false},
+		{name: "max subs", cfg: Config{MaxSubs: 2}, in: "SUB a 1\r\nSUB b 2\r\nSUB c 3\r\n", want: errLine("maximum subscriptions exceeded"), closed: false},
+		// silent closes
+		{name: "PUB missing size", in: "PUB foo\r\n", closed: true},
+		{name: "PUB non-numeric size", in: "PUB foo bar\r\n", closed: true},
+		{name: "PUB too many args", in: "PUB foo bar baz 2\r\n", closed: true},
+		{name: "PUB negative size", in: "PUB foo -1\r\n", closed: true},
+		{name: "PUB no args", in: "PUB\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "PUB space no args", in: "PUB \r\n", closed: true},
+		{name: "SUB one arg", in: "SUB foo\r\n", closed: true},
+		{name: "SUB four args", in: "SUB foo q 1 2\r\n", closed: true},
+		{name: "UNSUB no args", in: "UNSUB\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "UNSUB space no args", in: "UNSUB \r\n", closed: true},
+		{name: "SUB no args", in: "SUB\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "UNSUB three args", in: "UNSUB 1 2 3\r\n", closed: true},
+		{name: "invalid CONNECT JSON", connect: `{bad json`, closed: true},
+		{name: "HPUB without headers", in: "HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", closed: true},
+		{name: "HPUB header size > total", connect: `{"verbose":false,"pedantic":false,"headers":true}`, in: "HPUB foo 14 12\r\n", closed: true},
+		{name: "client -ERR", in: "-ERR 'bye'\r\n", closed: true},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		urls := map[Config]string{}
+		for _, tc := range cases {
+			if _, ok := urls[tc.cfg]; !ok {
+				urls[tc.cfg] = tg.run(t, tc.cfg)
+			}
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := dialRaw(t, urls[tc.cfg])
+				connect := tc.connect
+				if connect == "" {
+					connect = `{"verbose":false,"pedantic":false}`
+				}
+				r.send("CONNECT " + connect + "\r\n" + tc.in)
+				if tc.closed {
+					if tc.want != "" {
+						r.expect(tc.want)
+					}
+					r.expectClosed()
+				} else {
+					r.send("PING\r\n")
+					r.expect(tc.want + "PONG\r\n")
+				}
+			})
+		}
+	})
+}
+
+// TestWireInvalidPublishSubject: pedantic mode flags a wildcard publish subject but still delivers.
+func TestWireInvalidPublishSubject(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		r := dialRaw(t, u)
+		r.send(`CONNECT {"verbose":false,"pedantic":true}` + "\r\nSUB foo.* 1\r\nPING\r\n")
+		r.expect("PONG\r\n")
+		r.send(pub("foo.*", "", "hi") + "PING\r\n")
+		r.expect(errLine("Invalid Publish Subject") + msg("foo.*", "1", "", "hi") + "PONG\r\n")
+		r.send(pub("foo.>", "", "hi") + "PING\r\n") // foo.* matches the literal token ">"
+		r.expect(errLine("Invalid Publish Subject") + msg("foo.>", "1", "", "hi") + "PONG\r\n")
+		r.send(pub("bar.>", "", "hi") + "PING\r\n")
+		r.expect(errLine("Invalid Publish Subject") + "PONG\r\n")
+		// verbose + pedantic
+		v := dialRaw(t, u)
+		v.send(`CONNECT {"verbose":true,"pedantic":true}` + "\r\n")
+		v.expect("+OK\r\n")
+		v.send(pub("foo.*", "", "hi") + "PING\r\n")
+		v.expect(errLine("Invalid Publish Subject") + "+OK\r\n" + "PONG\r\n")
+		// not pedantic: no error
+		n := dialConnected(t, u, "")
+		n.send(pub("foo.*", "", "hi") + "PING\r\n")
+		n.expect("PONG\r\n")
+		r.expect(msg("foo.*", "1", "", "hi") + msg("foo.*", "1", "", "hi"))
+	})
+}
+
+func TestWireMaxConnections(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{MaxConn: 1})
+		a := dialConnected(t, u, "")
+		a.expectOpen()
+		b := dialRaw(t, u) // INFO still arrives
+		b.expect(errLine("maximum connections exceeded"))
+		b.expectClosed()
+		a.expectOpen()
+		a.c.Close()
+		// the slot frees up once the first connection is gone
+		waitFor(t, 3*time.Second, "a free connection slot", func() bool {
+			c := dialRaw(t, u)
+			defer c.c.Close()
+			c.send("CONNECT {\"verbose\":false,\"pedantic\":false}\r\nPING\r\n")
+			f, err := c.readFrame()
+			return err == nil && f == "PONG\r\n"
+		})
+	})
+}
+
+func TestWireStaleConnection(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{PingInterval: 100 * time.Millisecond, MaxPingsOut: 2})
+		r := dialConnected(t, u, "")
+		r.autoPong = false
+		r.expect("PING\r\nPING\r\n" + errLine("Stale Connection"))
+		r.expectClosed()
+		// a client that answers stays connected
+		ok := dialConnected(t, u, "")
+		for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+			time.Sleep(20 * time.Millisecond)
+			ok.expectOpen() // answers the server's PINGs on the way
+		}
+	})
+}

@@ -1,0 +1,436 @@
+package test
+
+import (
+	"math/rand"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hdr builds a header block the way clients do.
+func hdr(lines ...string) string {
+	s := "NATS/1.0\r\n"
+	for _, l := range lines {
+		s += l + "\r\n"
+	}
+	return s + "\r\n"
+}
+
+func hpub(subj, reply, h, payload string) string {
+	args := subj
+	if reply != "" {
+		args += " " + reply
+	}
+	return "HPUB " + args + " " + strconv.Itoa(len(h)) + " " + strconv.Itoa(len(h)+len(payload)) + "\r\n" + h + payload + "\r\n"
+}
+
+func hmsg(subj, sid, reply, h, payload string) string {
+	args := subj + " " + sid
+	if reply != "" {
+		args += " " + reply
+	}
+	return "HMSG " + args + " " + strconv.Itoa(len(h)) + " " + strconv.Itoa(len(h)+len(payload)) + "\r\n" + h + payload + "\r\n"
+}
+
+func pub(subj, reply, payload string) string {
+	args := subj
+	if reply != "" {
+		args += " " + reply
+	}
+	return "PUB " + args + " " + strconv.Itoa(len(payload)) + "\r\n" + payload + "\r\n"
+}
+
+func msg(subj, sid, reply, payload string) string {
+	args := subj + " " + sid
+	if reply != "" {
+		args += " " + reply
+	}
+	return "MSG " + args + " " + strconv.Itoa(len(payload)) + "\r\n" + payload + "\r\n"
+}
+
+func TestWireInfo(t *testing.T) {
+	required := []string{"server_id", "server_name", "version", "proto", "go", "host", "port",
+		"headers", "max_payload", "client_id", "client_ip"}
+	// Every key nats-server may put in a client INFO (protocol.md §3).
+	known := map[string]bool{"git_commit": true, "auth_required": true, "tls_required": true,
+		"tls_verify": true, "tls_available": true, "jetstream": true, "ip": true, "nonce": true,
+		"cluster": true, "cluster_dynamic": true, "domain": true, "connect_urls": true,
+		"ws_connect_urls": true, "ldm": true, "api_lvl": true, "xkey": true}
+	for _, k := range required {
+		known[k] = true
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{MaxPayload: 512 * 1024})
+		r := dialRaw(t, u)
+		for _, k := range required {
+			if _, ok := r.info[k]; !ok {
+				t.Errorf("INFO lacks %q: %s", k, r.infoLine)
+			}
+		}
+		for k := range r.info {
+			if !known[k] {
+				t.Errorf("INFO has unexpected key %q: %s", k, r.infoLine)
+			}
+		}
+		// Keys appear in nats-server's struct order.
+		last := -1
+		for _, k := range required {
+			i := strings.Index(r.infoLine, `"`+k+`":`)
+			if i < last {
+				t.Errorf("INFO key %q out of order: %s", k, r.infoLine)
+			}
+			last = i
+		}
+		checks := map[string]any{
+			"version": "2.15.2", "proto": float64(1), "host": "127.0.0.1",
+			"port": float64(portOf(t, u)), "headers": true, "max_payload": float64(512 * 1024),
+			"client_ip": "127.0.0.1",
+		}
+		for k, want := range checks {
+			if got := r.info[k]; got != want {
+				t.Errorf("INFO %s = %#v, want %#v", k, got, want)
+			}
+		}
+		if id, _ := r.info["server_id"].(string); len(id) != 56 || id[0] != 'N' {
+			t.Errorf("server_id %q is not a server nkey", id)
+		}
+		if r.info["server_name"] != r.info["server_id"] {
+			t.Errorf("server_name %v != server_id %v", r.info["server_name"], r.info["server_id"])
+		}
+		if cid, _ := r.info["client_id"].(float64); cid < 1 {
+			t.Errorf("client_id %v", r.info["client_id"])
+		}
+		// client ids increase per connection
+		r2 := dialRaw(t, u)
+		if a, b := r.info["client_id"].(float64), r2.info["client_id"].(float64); b <= a {
+			t.Errorf("client_id not increasing: %v then %v", a, b)
+		}
+		t.Logf("%s INFO: %s", tg.name, strings.TrimSpace(r.infoLine))
+	})
+}
+
+func TestWireVerbose(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		r := dialRaw(t, u)
+		r.send(`CONNECT {"verbose":true,"pedantic":false}` + "\r\n")
+		r.expect("+OK\r\n")
+		r.send("SUB foo 1\r\n")
+		r.expect("+OK\r\n")
+		r.send(pub("foo", "", "hi"))
+		r.expect("+OK\r\n" + msg("foo", "1", "", "hi"))
+		r.send("UNSUB 1\r\n")
+		r.expect("+OK\r\n")
+		r.send("UNSUB 99\r\n") // unknown sid: still +OK
+		r.expect("+OK\r\n")
+		r.send("PING\r\n")
+		r.expect("PONG\r\n")
+		// defaults: CONNECT {} means verbose
+		r2 := dialRaw(t, u)
+		r2.send("CONNECT {}\r\n")
+		r2.expect("+OK\r\n")
+		r2.send("PING\r\n")
+		r2.expect("PONG\r\n")
+	})
+}
+
+func TestWireVerboseHPub(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		r := dialRaw(t, u)
+		r.send(`CONNECT {"verbose":true,"pedantic":false,"headers":true}` + "\r\n")
+		r.expect("+OK\r\n")
+		r.send(hpub("foo", "", hdr("A: b"), "x"))
+		r.expect("+OK\r\n")
+		r.expectOpen()
+	})
+}
+
+func TestWirePingPong(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		r := dialRaw(t, u)
+		// PING before CONNECT is answered when no auth is required.
+		r.send("PING\r\n")
+		r.expect("PONG\r\n")
+		r.send(`CONNECT {"verbose":false,"pedantic":false}` + "\r\nPING\r\nPING\r\n")
+		r.expect("PONG\r\nPONG\r\n")
+		// client PONG and +OK and INFO are accepted silently
+		r.send("PONG\r\n+OK\r\nINFO {}\r\n")
+		r.expectOpen()
+	})
+}
+
+func TestWireMsgFraming(t *testing.T) {
+	cases := []struct {
+		name, subs, in, want string
+	}{
+		{"plain", "SUB foo 1\r\n", pub("foo", "", "hello"), msg("foo", "1", "", "hello")},
+		{"reply", "SUB foo 1\r\n", pub("foo", "bar.baz", "hello"), msg("foo", "1", "bar.baz", "hello")},
+		{"empty", "SUB foo 1\r\n", pub("foo", "", ""), msg("foo", "1", "", "")},
+		{"crlf in payload", "SUB foo 1\r\n", pub("foo", "", "a\r\nPUB x 1\r\n"), msg("foo", "1", "", "a\r\nPUB x 1\r\n")},
+		{"star", "SUB foo.* 7\r\n", pub("foo.bar", "", "x"), msg("foo.bar", "7", "", "x")},
+		{"gt", "SUB foo.> 7\r\n", pub("foo.bar.baz", "", "x"), msg("foo.bar.baz", "7", "", "x")},
+		{"gt needs one token", "SUB foo.> 7\r\nSUB foo 8\r\n", pub("foo", "", "x"), msg("foo", "8", "", "x")},
+		{"literal star in token", "SUB foo* 7\r\nSUB foo.* 8\r\n", pub("foo*", "", "x") + pub("foo.*", "", "y"), msg("foo*", "7", "", "x") + msg("foo.*", "8", "", "y")},
+		{"star matches star-named token", "SUB * 8\r\n", pub("foo*", "", "x"), msg("foo*", "8", "", "x")},
+		{"queue", "SUB foo q 3\r\n", pub("foo", "", "x"), msg("foo", "3", "", "x")},
+		{"alnum sid", "SUB foo abc\r\n", pub("foo", "", "x"), msg("foo", "abc", "", "x")},
+		{"duplicate sid ignored", "SUB foo 1\r\nSUB bar 1\r\n", pub("bar", "", "x") + pub("foo", "", "y"), msg("foo", "1", "", "y")},
+		{"case sensitive", "SUB Foo 1\r\nSUB foo 2\r\n", pub("foo", "", "y"), msg("foo", "2", "", "y")},
+		{"no interest", "", pub("foo", "r", "y"), ""},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := dialConnected(t, u, "")
+				r.send(tc.subs)
+				r.expectOpen()
+				r.send(tc.in + "PING\r\n")
+				r.expect(tc.want + "PONG\r\n")
+			})
+		}
+	})
+}
+
+func TestWireOverlappingSubs(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		r := dialConnected(t, u, "")
+		r.send("SUB foo.bar 1\r\nSUB foo.* 2\r\nSUB foo.> 3\r\nSUB > 4\r\nPING\r\n")
+		r.expect("PONG\r\n")
+		r.send(pub("foo.bar", "", "x") + "PING\r\n")
+		// Order among overlapping subscriptions is not pinned; count and set are.
+		got := map[string]bool{}
+		_ = r.c.SetReadDeadline(time.Now().Add(ioTimeout))
+		for i := 0; i < 4; i++ {
+			f, err := r.readFrame()
+			if err != nil {
+				t.Fatalf("frame %d: %v (%q)", i, err, f)
+			}
+			got[f] = true
+		}
+		for sid := 1; sid <= 4; sid++ {
+			if m := msg("foo.bar", strconv.Itoa(sid), "", "x"); !got[m] {
+				t.Errorf("missing %q in %v", m, got)
+			}
+		}
+		r.expect("PONG\r\n")
+	})
+}
+
+func TestWireHMsgFraming(t *testing.T) {
+	h := hdr("Foo: bar", "X-Y: z z")
+	cases := []struct {
+		name, in, want string
+	}{
+		{"hpub", hpub("foo", "", h, "hello"), hmsg("foo", "1", "", h, "hello")},
+		{"hpub reply", hpub("foo", "r.1", h, "hello"), hmsg("foo", "1", "r.1", h, "hello")},
+		{"header only", hpub("foo", "", hdr(), ""), hmsg("foo", "1", "", hdr(), "")},
+		{"status line", hpub("foo", "", "NATS/1.0 503\r\n\r\n", "p"), hmsg("foo", "1", "", "NATS/1.0 503\r\n\r\n", "p")},
+		{"pub to header sub", pub("foo", "", "hello"), msg("foo", "1", "", "hello")},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := dialConnected(t, u, `"headers":true`)
+				r.send("SUB foo 1\r\n")
+				r.expectOpen()
+				r.send(tc.in + "PING\r\n")
+				r.expect(tc.want + "PONG\r\n")
+			})
+		}
+	})
+}
+
+func TestWireHeaderStripping(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		sub := dialConnected(t, u, "")                // no headers
+		hsub := dialConnected(t, u, `"headers":true`) // headers
+		sub.send("SUB foo 1\r\n")
+		sub.expectOpen()
+		hsub.send("SUB foo 2\r\n")
+		hsub.expectOpen()
+		p := dialConnected(t, u, `"headers":true`)
+		h := hdr("K: v")
+		p.send(hpub("foo", "rep", h, "payload") + hpub("foo", "", hdr(), ""))
+		p.expectOpen()
+		sub.expect(msg("foo", "1", "rep", "payload") + msg("foo", "1", "", ""))
+		hsub.expect(hmsg("foo", "2", "rep", h, "payload") + hmsg("foo", "2", "", hdr(), ""))
+	})
+}
+
+func TestWireUnsubMax(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		t.Run("max 2", func(t *testing.T) {
+			r := dialConnected(t, u, "")
+			r.send("SUB foo 1\r\nUNSUB 1 2\r\n" + pub("foo", "", "a") + pub("foo", "", "b") + pub("foo", "", "c") + "PING\r\n")
+			r.expect(msg("foo", "1", "", "a") + msg("foo", "1", "", "b") + "PONG\r\n")
+			// sid 1 is free again
+			r.send("SUB bar 1\r\n" + pub("bar", "", "d") + "PING\r\n")
+			r.expect(msg("bar", "1", "", "d") + "PONG\r\n")
+		})
+		t.Run("max below delivered", func(t *testing.T) {
+			r := dialConnected(t, u, "")
+			r.send("SUB foo 1\r\n" + pub("foo", "", "a") + pub("foo", "", "b") + "PING\r\n")
+			r.expect(msg("foo", "1", "", "a") + msg("foo", "1", "", "b") + "PONG\r\n")
+			r.send("UNSUB 1 1\r\n" + pub("foo", "", "c") + "PING\r\n")
+			r.expect("PONG\r\n")
+		})
+		t.Run("plain unsub", func(t *testing.T) {
+			r := dialConnected(t, u, "")
+			r.send("SUB foo 1\r\nUNSUB 1\r\n" + pub("foo", "", "a") + "PING\r\n")
+			r.expect("PONG\r\n")
+		})
+		t.Run("unsub queue sub", func(t *testing.T) {
+			r := dialConnected(t, u, "")
+			r.send("SUB foo g 1\r\nUNSUB 1 1\r\n" + pub("foo", "", "a") + pub("foo", "", "b") + "PING\r\n")
+			r.expect(msg("foo", "1", "", "a") + "PONG\r\n")
+		})
+	})
+}
+
+func TestWireEchoFalse(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		other := dialConnected(t, u, "")
+		other.send("SUB foo 9\r\n")
+		other.expectOpen()
+		r := dialConnected(t, u, `"echo":false`)
+		r.send("SUB foo 1\r\n" + pub("foo", "", "x") + "PING\r\n")
+		r.expect("PONG\r\n")
+		other.expect(msg("foo", "9", "", "x"))
+		// and others' messages do reach it
+		other.send(pub("foo", "", "y"))
+		r.expect(msg("foo", "1", "", "y"))
+		other.expect(msg("foo", "9", "", "y"))
+		// echo true (default): own message comes back
+		e := dialConnected(t, u, `"echo":true`)
+		e.send("SUB bar 1\r\n" + pub("bar", "", "z") + "PING\r\n")
+		e.expect(msg("bar", "1", "", "z") + "PONG\r\n")
+	})
+}
+
+func TestWireNoResponders(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		t.Run("503", func(t *testing.T) {
+			r := dialConnected(t, u, `"headers":true,"no_responders":true`)
+			r.send("SUB _INBOX.x 5\r\n" + pub("svc.a", "_INBOX.x", "req") + "PING\r\n")
+			h := "NATS/1.0 503\r\nNats-Subject: svc.a\r\n\r\n"
+			r.expect(hmsg("_INBOX.x", "5", "", h, "") + "PONG\r\n")
+			// HPUB request gets the same
+			r.send(hpub("svc.b", "_INBOX.x", hdr("A: b"), "req") + "PING\r\n")
+			r.expect(hmsg("_INBOX.x", "5", "", "NATS/1.0 503\r\nNats-Subject: svc.b\r\n\r\n", "") + "PONG\r\n")
+		})
+		t.Run("without no_responders", func(t *testing.T) {
+			r := dialConnected(t, u, `"headers":true`)
+			r.send("SUB _INBOX.x 5\r\n" + pub("svc.a", "_INBOX.x", "req") + "PING\r\n")
+			r.expect("PONG\r\n")
+		})
+		t.Run("no reply subject", func(t *testing.T) {
+			r := dialConnected(t, u, `"headers":true,"no_responders":true`)
+			r.send("SUB _INBOX.x 5\r\n" + pub("svc.a", "", "req") + "PING\r\n")
+			r.expect("PONG\r\n")
+		})
+		t.Run("with responder", func(t *testing.T) {
+			svc := dialConnected(t, u, "")
+			svc.send("SUB svc.c 1\r\n")
+			svc.expectOpen()
+			r := dialConnected(t, u, `"headers":true,"no_responders":true`)
+			r.send("SUB _INBOX.y 5\r\n" + pub("svc.c", "_INBOX.y", "req") + "PING\r\n")
+			r.expect("PONG\r\n")
+			svc.expect(msg("svc.c", "1", "_INBOX.y", "req"))
+			svc.send(pub("_INBOX.y", "", "resp"))
+			r.expect(msg("_INBOX.y", "5", "", "resp"))
+		})
+	})
+}
+
+func TestWireLenientFraming(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+	}{
+		{"lowercase", "sub foo 1\r\npub foo 2\r\nhi\r\nping\r\n", msg("foo", "1", "", "hi") + "PONG\r\n"},
+		{"mixed case", "Sub foo 1\r\nPuB foo 2\r\nhi\r\nPiNg\r\n", msg("foo", "1", "", "hi") + "PONG\r\n"},
+		{"bare LF", "SUB foo 1\nPUB foo 2\nhi\r\nPING\n", msg("foo", "1", "", "hi") + "PONG\r\n"},
+		{"tabs", "SUB\tfoo\t1\r\nPUB\tfoo\t\t2\r\nhi\r\nPING\r\n", msg("foo", "1", "", "hi") + "PONG\r\n"},
+		{"multiple spaces", "SUB  foo   q  1\r\nPUB foo   r   2\r\nhi\r\nPING\r\n", msg("foo", "1", "r", "hi") + "PONG\r\n"},
+		{"trailing space", "SUB foo 1 \r\nPUB foo 2 \r\nhi\r\nPING\r\n", msg("foo", "1", "", "hi") + "PONG\r\n"},
+		{"lowercase unsub", "sub foo 1\r\nunsub 1\r\npub foo 2\r\nhi\r\nping\r\n", "PONG\r\n"},
+		{"lowercase hpub", "sub foo 1\r\nhpub foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nping\r\n", hmsg("foo", "1", "", hdr(), "hi") + "PONG\r\n"},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := dialConnected(t, u, `"headers":true`)
+				r.send(tc.in)
+				r.expect(tc.want)
+			})
+		}
+		t.Run("lowercase connect", func(t *testing.T) {
+			r := dialRaw(t, u)
+			r.send("connect {\"verbose\":true}\r\n")
+			r.expect("+OK\r\n")
+		})
+	})
+}
+
+func TestWireSplitWrites(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		sub := dialConnected(t, u, `"headers":true`)
+		sub.send("SUB foo.> 1\r\n")
+		sub.expectOpen()
+		p := dialConnected(t, u, `"headers":true`)
+		p.expectOpen()
+		payload := strings.Repeat("0123456789", 30)
+		frames := pub("foo.a", "reply.x", payload) + hpub("foo.b", "", hdr("K: v"), payload) + "PING\r\n"
+		want := msg("foo.a", "1", "reply.x", payload) + hmsg("foo.b", "1", "", hdr("K: v"), payload)
+
+		t.Run("byte by byte", func(t *testing.T) {
+			for i := 0; i < len(frames); i++ {
+				p.send(frames[i : i+1])
+				if i%16 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			p.expect("PONG\r\n")
+			sub.expect(want)
+		})
+		t.Run("random chunks", func(t *testing.T) {
+			rng := rand.New(rand.NewSource(1))
+			for round := 0; round < 5; round++ {
+				for i := 0; i < len(frames); {
+					n := 1 + rng.Intn(40)
+					if i+n > len(frames) {
+						n = len(frames) - i
+					}
+					p.send(frames[i : i+n])
+					i += n
+					if rng.Intn(4) == 0 {
+						time.Sleep(time.Duration(rng.Intn(2000)) * time.Microsecond)
+					}
+				}
+				p.expect("PONG\r\n")
+				sub.expect(want)
+			}
+		})
+		t.Run("split at every boundary", func(t *testing.T) {
+			one := pub("foo.c", "", "xyz") + "PING\r\n"
+			for i := 1; i < len(one); i++ {
+				p.send(one[:i])
+				time.Sleep(200 * time.Microsecond)
+				p.send(one[i:])
+				p.expect("PONG\r\n")
+				sub.expect(msg("foo.c", "1", "", "xyz"))
+			}
+		})
+	})
+}
