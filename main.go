@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,12 +81,45 @@ func run(args []string) int {
 	for _, w := range cmd.unsupported {
 		s.Logger().Warnf("%s is not supported yet, ignored", w)
 	}
+	stopProfiles, err := startProfiles()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
+		return 1
+	}
+	defer stopProfiles()
 	if err := s.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
 		return 1
 	}
 	s.WaitForShutdown()
 	return 0
+}
+
+// startProfiles honours NATSD_CPUPROFILE and NATSD_MEMPROFILE (paths): a CPU profile of the
+// whole run and an allocation profile written at exit, for the perf rig.
+func startProfiles() (stop func(), err error) {
+	var cpu *os.File
+	if p := os.Getenv("NATSD_CPUPROFILE"); p != "" {
+		if cpu, err = os.Create(p); err != nil {
+			return nil, err
+		}
+		if err = pprof.StartCPUProfile(cpu); err != nil {
+			return nil, err
+		}
+	}
+	memPath := os.Getenv("NATSD_MEMPROFILE")
+	return func() {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			cpu.Close()
+		}
+		if memPath != "" {
+			if f, err := os.Create(memPath); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	}, nil
 }
 
 type command struct {

@@ -69,7 +69,7 @@ func (OSFS) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
-func (OSFS) Remove(name string) error            { return os.Remove(name) }
+func (OSFS) Remove(name string) error             { return os.Remove(name) }
 func (OSFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
 
 func (OSFS) SyncDir(dir string) error {

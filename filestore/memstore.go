@@ -295,7 +295,12 @@ func (ms *MemStore) stateLocked() State {
 	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last}
 	if n > 0 {
 		st.FirstTS = ms.msgs[ms.first].m.TS
-		st.LastTS = ms.msgs[ms.last].m.TS
+		for seq := ms.last; seq >= ms.first; seq-- {
+			if m := ms.msgs[seq]; m != nil {
+				st.LastTS = m.m.TS
+				break
+			}
+		}
 		st.Deleted = ms.last - ms.first + 1 - n
 	}
 	return st

@@ -30,7 +30,9 @@ func (s *FileStore) writer() {
 		for {
 			s.qmu.Lock()
 			ops := s.queue
-			s.queue = s.spare[:0]
+			if len(ops) > 0 {
+				s.queue = s.spare[:0]
+			}
 			closing := s.closed
 			s.qmu.Unlock()
 			if len(ops) == 0 {

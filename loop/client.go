@@ -129,6 +129,7 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	c.p.MaxControlLine = e.cfg.MaxControlLine
 	c.p.MaxPayload = e.cfg.MaxPayload
+	c.p.NoHeaders = true // until CONNECT says headers:true
 	if a, ok := gc.RemoteAddr().(*net.TCPAddr); ok {
 		c.ip = a.IP.String()
 	}
@@ -251,7 +252,10 @@ func (e *Engine) OnTraffic(gc gnet.Conn) gnet.Action {
 		c.parseError(perr)
 		off = len(buf)
 	}
-	_, _ = gc.Discard(off)
+	if off > 0 {
+		// gnet's Discard(0) drops everything buffered: only ever discard what was consumed.
+		_, _ = gc.Discard(off)
+	}
 	r.endBatch()
 	if c.closing {
 		return gnet.Close

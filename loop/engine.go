@@ -134,6 +134,8 @@ func (e *Engine) Start() error {
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(e.cfg.Reactors),
 			gnet.WithReusePort(e.cfg.ReusePort),
+			// As Go's net.Listen does: a restart must rebind while old connections sit in TIME_WAIT.
+			gnet.WithReuseAddr(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithReadBufferCap(64*1024),
 			gnet.WithLoadBalancing(gnet.RoundRobin),

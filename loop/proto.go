@@ -27,6 +27,10 @@ func (c *client) process(op *parser.Op) {
 		c.pingsOut = 0
 	case parser.KindConnect:
 		c.processConnect(op.Arg)
+	case parser.KindOK, parser.KindInfo:
+		// nats-server accepts both from clients and ignores them.
+	case parser.KindErr:
+		c.closeWithErr("", closeParse)
 	default:
 		c.closeWithErr("Unknown Protocol Operation", closeParse)
 	}
@@ -84,19 +88,10 @@ func (c *client) parseError(err error) {
 		c.closeWithErr("", closeProtocol)
 		return
 	}
-	reason := closeProtocol
-	switch pe {
-	case parser.ErrMaxPayload:
-		reason = closeMaxPayload
-	case parser.ErrMaxControlLine:
-		reason = closeMaxControl
-	case parser.ErrUnknownOp:
-		reason = closeParse
-	}
 	if c.r.e.cfg.Log != nil {
 		c.r.e.cfg.Log.Debugf("%s - cid:%d - Client parser error: %v", c.ip, c.cid, err)
 	}
-	c.closeWithErr(pe.Text, reason)
+	c.closeWithErr(pe.Text, pe.Reason)
 }
 
 func (c *client) processConnect(arg []byte) {
@@ -121,6 +116,7 @@ func (c *client) processConnect(arg []byte) {
 	c.pedantic = o.Pedantic == nil || *o.Pedantic
 	c.echo = o.Echo == nil || *o.Echo
 	c.headers = o.Headers
+	c.p.NoHeaders = !o.Headers
 	c.noResponders = o.NoResponders
 	c.protocol = o.Protocol
 	c.name, c.lang, c.version = o.Name, o.Lang, o.Version
@@ -133,9 +129,14 @@ func (c *client) processSub(op *parser.Op) {
 	if c.subs == nil {
 		c.subs = make(map[string]*sub, 1)
 	}
-	if _, dup := c.subs[string(op.Sid)]; dup {
-		c.ok()
-		return
+	if old, dup := c.subs[string(op.Sid)]; dup {
+		if !old.gone.Load() {
+			c.ok()
+			return
+		}
+		// An auto-unsubscribe that finished elsewhere frees the sid.
+		delete(c.subs, string(op.Sid))
+		c.goneSubs.Add(-1)
 	}
 	if !sublist.ValidSubject(op.Subject) || (len(op.Queue) > 0 && !sublist.ValidQueue(op.Queue)) {
 		c.sendErr(errTextInvalidSubj)
@@ -202,13 +203,10 @@ func (c *client) processPub(op *parser.Op) {
 	r := c.r
 	r.stats.inMsgs.Add(1)
 	r.stats.inBytes.Add(uint64(len(op.Msg)))
-	if op.Kind == parser.KindHPub && !c.headers {
-		c.closeWithErr("", closeProtocol)
-		return
-	}
 	if c.pedantic && !sublist.ValidLiteralSubject(op.Subject) {
 		c.sendErr(errTextInvalidPub)
 	}
+	c.ok()
 	res := r.cache.Match(op.Subject)
 	delivered := false
 	for _, s := range res.Plain {
@@ -227,7 +225,6 @@ func (c *client) processPub(op *parser.Op) {
 	if !delivered && len(op.Reply) > 0 && c.noResponders {
 		c.sendNoResponders(op)
 	}
-	c.ok()
 }
 
 func (c *client) deliverQueue(g []*sub, op *parser.Op) bool {

@@ -19,7 +19,7 @@ func newWheel(tick int64, now int64) *wheel {
 // schedule (re)places c to fire at or after when (unix nanos).
 func (w *wheel) schedule(c *client, when int64) {
 	w.remove(c)
-	t := when / w.tick
+	t := (when + w.tick - 1) / w.tick // round up: never fire early
 	if t <= w.cur {
 		t = w.cur + 1
 	}

@@ -7,11 +7,14 @@ import (
 )
 
 // fuzzConfig maps the fuzzer's cfg byte onto a parser: bit 0 picks the mode, bit 1 picks tiny
-// limits so that the limit paths get exercised by short inputs.
+// limits so that the limit paths get exercised by short inputs, bit 2 refuses headers.
 func fuzzConfig(cfg uint8) Parser {
 	p := Parser{}
 	if cfg&1 != 0 {
 		p.Mode = ClientMode
+	}
+	if cfg&4 != 0 {
+		p.NoHeaders = true
 	}
 	if cfg&2 != 0 {
 		p.MaxControlLine = 24
@@ -30,7 +33,7 @@ func FuzzParser(f *testing.F) {
 		"HPUB a 5 3\r\n", "PUB a 999999999\r\n", "CONNECT\n{}\n", "PUB \nfoo 1\nx\r\n",
 		"PING\rPONG\n", "UNSUB 1\r2\r\n", "-ERR ''\r\n", "+OKAY\r\n")
 	for i, s := range seeds {
-		for cfg := uint8(0); cfg < 4; cfg++ {
+		for cfg := uint8(0); cfg < 8; cfg++ {
 			f.Add([]byte(s), cfg, uint64(i))
 		}
 	}

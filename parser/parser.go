@@ -98,6 +98,10 @@ type Parser struct {
 	Mode           Mode
 	MaxControlLine int // 0 = 4096; < 0 = no limit
 	MaxPayload     int // 0 = 1 MiB; < 0 = no limit; checked after the control line, before the body arrives
+	// NoHeaders is set while the client has not negotiated headers:true in CONNECT. nats-server
+	// then closes silently on HPUB before judging its arguments, so even an HPUB over
+	// max_payload gets no -ERR; only this parser sees the op before that verdict.
+	NoHeaders bool
 
 	// need is the total size of the op whose control line was complete but whose body was not;
 	// until that many bytes are buffered a call cannot succeed, so it returns at once instead of
@@ -114,7 +118,7 @@ func (p *Parser) Reset() { p.need = 0 }
 
 // sep classifies separator bytes. PUB and HPUB split on space and tab only, while SUB, UNSUB
 // and MSG split on CR and LF as well (nats-server's processPub vs splitArg); the difference is
-// visible only for stray CRs inside a line, but keeps verdicts identical to the reference.
+// visible only with stray CRs inside a line.
 const (
 	sepWS   = 1
 	sepCRLF = 2
@@ -415,6 +419,9 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 			return 0, ErrProtocol
 		}
 	case KindHPub:
+		if p.NoHeaders {
+			return 0, ErrProtocol
+		}
 		switch split(arg, &a, sepWS) {
 		case 3:
 			o = Op{Kind: kind, Subject: a[0]}

@@ -191,7 +191,9 @@ type tcase struct {
 
 var client = Parser{Mode: ClientMode}
 
-func pub(subj, reply, msg string) rop { return rop{Kind: KindPub, Subject: subj, Reply: reply, Msg: msg} }
+func pub(subj, reply, msg string) rop {
+	return rop{Kind: KindPub, Subject: subj, Reply: reply, Msg: msg}
+}
 func hpub(subj, reply string, hdr int, msg string) rop {
 	return rop{Kind: KindHPub, Subject: subj, Reply: reply, HdrLen: hdr, Msg: msg}
 }
@@ -232,6 +234,8 @@ var cases = []tcase{
 	{name: "pub partial body", in: "PUB foo 5\r\nhel", rest: "PUB foo 5\r\nhel"},
 	{name: "pub partial line", in: "PUB foo 5", rest: "PUB foo 5"},
 	{name: "pub partial name", in: "PU", rest: "PU"},
+	{name: "p partial", in: "P", rest: "P"},
+	{name: "h partial", in: "h", rest: "h"},
 	{name: "pub cr only", in: "PUB foo 5\r", rest: "PUB foo 5\r"},
 	{name: "pub missing lf after body", in: "PUB foo 5\r\nhello\r", rest: "PUB foo 5\r\nhello\r"},
 
@@ -283,6 +287,8 @@ var cases = []tcase{
 	{name: "bad spelling early", in: "PUX", err: ErrUnknownOp},
 	{name: "bad spelling partial", in: "CONNX", err: ErrUnknownOp},
 	{name: "pi", in: "PI\r\n", err: ErrUnknownOp},
+	{name: "hx", in: "HX\r\n", err: ErrUnknownOp},
+	{name: "px", in: "PX\r\n", err: ErrUnknownOp},
 	{name: "pub no blank", in: "PUBfoo 1\r\n", err: ErrUnknownOp},
 	{name: "pub no args", in: "PUB\r\n", err: ErrUnknownOp},
 	{name: "unsub no args", in: "UNSUB\r\n", err: ErrUnknownOp},
@@ -313,7 +319,12 @@ var cases = []tcase{
 	{name: "hpub missing size", in: "HPUB foo 10\r\n", err: ErrProtocol},
 	{name: "hpub bad hdr", in: "HPUB foo x 10\r\n", err: ErrProtocol},
 	{name: "hpub bad total", in: "HPUB foo 1 x\r\n", err: ErrProtocol},
+	{name: "hpub without headers", cfg: Parser{NoHeaders: true, MaxPayload: 1}, in: "HPUB foo 12 14\r\n", err: ErrProtocol},
+	{name: "hpub without headers partial", cfg: Parser{NoHeaders: true}, in: "HPUB foo 12 14", rest: "HPUB foo 12 14"},
+	{name: "hpub without headers mcl first", cfg: Parser{NoHeaders: true, MaxControlLine: 4}, in: "HPUB foo 12 14\r\n", err: ErrMaxControlLine},
 	{name: "hpub extra", in: "HPUB a b c 1 2\r\n", err: ErrProtocol},
+	{name: "pub many args", in: "PUB a b c d e f g h 1\r\n", err: ErrProtocol},
+	{name: "sub many args", in: "SUB a b c d e f g\r\n", err: ErrProtocol},
 	{name: "sub one arg", in: "SUB foo\r\n", err: ErrProtocol},
 	{name: "sub four args", in: "SUB a b c d\r\n", err: ErrProtocol},
 	{name: "sub only cr", in: "SUB \r\n", err: ErrProtocol},
@@ -359,6 +370,7 @@ var cases = []tcase{
 	{name: "msg missing sid", cfg: client, in: "MSG foo 5\r\n", err: ErrProtocol},
 	{name: "msg bad size", cfg: client, in: "MSG foo 1 x\r\n", err: ErrProtocol},
 	{name: "hmsg hdr > total", cfg: client, in: "HMSG foo 1 3 2\r\n", err: ErrProtocol},
+	{name: "hmsg bad hdr", cfg: client, in: "HMSG foo 1 x 2\r\n", err: ErrProtocol},
 	{name: "hmsg too many", cfg: client, in: "HMSG a b c d e f\r\n", err: ErrProtocol},
 	{name: "msg max payload", cfg: Parser{Mode: ClientMode, MaxPayload: 4}, in: "MSG foo 1 5\r\n", err: ErrMaxPayload},
 }
@@ -385,6 +397,14 @@ func TestErrors(t *testing.T) {
 		if !e.Close || e.Error() == "" || e.Reason == "" {
 			t.Errorf("%#v", e)
 		}
+	}
+	for k := KindNone; k <= KindErr+1; k++ {
+		if k.String() == "" {
+			t.Errorf("kind %d has no name", k)
+		}
+	}
+	if KindHPub.String() != "HPUB" {
+		t.Error(KindHPub.String())
 	}
 	if ErrProtocol.Text != "" {
 		t.Error("argument errors close silently in nats-server")

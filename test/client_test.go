@@ -465,7 +465,9 @@ func TestClientOrdered100k(t *testing.T) {
 				t.Fatalf("publish %d: %v", i, err)
 			}
 		}
-		flush(t, p)
+		if err := p.FlushTimeout(20 * time.Second); err != nil {
+			t.Fatalf("flush after %d publishes: %v (received %d)", total, err, next)
+		}
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):

@@ -153,3 +153,9 @@ func TestWireStaleConnection(t *testing.T) {
 		}
 	})
 }
+
+// TestWireAuthTimeout: 'Authentication Timeout' needs auth configured, which the harness does
+// not set up (single server without auth).
+func TestWireAuthTimeout(t *testing.T) {
+	t.Skip("Authentication Timeout applies only with auth configured")
+}

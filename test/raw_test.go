@@ -69,6 +69,13 @@ func dialConnected(t *testing.T, u string, extra string) *rawConn {
 	return r
 }
 
+// withT returns a view of r that reports failures to t (for use inside subtests).
+func (r *rawConn) withT(t *testing.T) *rawConn {
+	c := *r
+	c.t = t
+	return &c
+}
+
 func (r *rawConn) send(s string) {
 	r.t.Helper()
 	_ = r.c.SetWriteDeadline(time.Now().Add(ioTimeout))

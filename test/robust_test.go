@@ -22,11 +22,11 @@ func hostileInputs(maxControl int) []string {
 	rng.Read(garbage)
 	return []string{
 		string(garbage),
-		strings.Repeat("X", maxControl*4),                         // huge line, no CRLF
-		"CONNECT {\"verbose\":false}\r\nPUB good 100\r\nabc",      // half message onto the good subject
-		"PUB good 5\r\nhel",                                       // half message, no CONNECT
-		"HPUB good 12 100\r\nNATS/1.0\r\n",                        // half HPUB
-		"SUB > 1\r\nSUB good q 2\r\nPUB good 3\r\nabc\r\nGARBAGE", // subscribe, publish, then garbage
+		strings.Repeat("X", maxControl*4),                        // huge line, no CRLF
+		"CONNECT {\"verbose\":false}\r\nPUB good 100\r\nabc",     // half message onto the good subject
+		"PUB good 5\r\nhel",                                      // half message, no CONNECT
+		"HPUB good 12 100\r\nNATS/1.0\r\n",                       // half HPUB
+		"SUB > 1\r\nSUB good q 2\r\nPUB bad 3\r\nabc\r\nGARBAGE", // subscribe, publish, then garbage
 		"CONNECT {bad\r\n",
 		"PUB good 99999999999999999999\r\n",
 		"PUB good -5\r\n",
@@ -57,16 +57,19 @@ func TestHostileClientsDoNotDisturbOthers(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
+		defer func() { cancel(); wg.Wait() }()
 		inputs := hostileInputs(4096)
+		addr := hostPort(t, u)
 		for w := 0; w < 3; w++ {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
-				for i := w; ctx.Err() == nil; i++ {
-					c, err := net.DialTimeout("tcp", hostPort(t, u), time.Second)
+				for i := w; i < w+2*len(inputs) || ctx.Err() == nil; i++ {
+					c, err := net.DialTimeout("tcp", addr, time.Second)
 					if err != nil {
 						continue
 					}
+					t0 := time.Now()
 					_ = c.SetDeadline(time.Now().Add(time.Second))
 					in := inputs[i%len(inputs)]
 					// sometimes split, sometimes all at once
@@ -88,6 +91,9 @@ func TestHostileClientsDoNotDisturbOthers(t *testing.T) {
 						_, _ = c.Read(make([]byte, 512)) // maybe read something
 					}
 					c.Close()
+					if d := time.Since(t0); d > 200*time.Millisecond {
+						t.Logf("input %d mode %d took %v", i%len(inputs), i%2, d)
+					}
 				}
 			}(w)
 		}
@@ -162,13 +168,15 @@ func TestSlowConsumer(t *testing.T) {
 
 		p := connect(t, u)
 		payload := bytes.Repeat([]byte("x"), 32*1024)
-		const floods = 1024 // 32 MiB, far beyond 512 KiB pending plus socket buffers
+		const floods = 512 // 16 MiB, far beyond 512 KiB pending plus socket buffers
+		start := time.Now()
 		for i := 0; i < floods; i++ {
 			if err := p.Publish("flood", payload); err != nil {
 				t.Fatalf("publish %d: %v", i, err)
 			}
 		}
 		flush(t, p)
+		t.Logf("flood published in %v", time.Since(start))
 
 		// the slow connection is cut: reading what made it into the socket ends in EOF/reset
 		data, closed := slow.readAll(5 * time.Second)
@@ -182,7 +190,7 @@ func TestSlowConsumer(t *testing.T) {
 		if i := strings.Index(data, "-ERR"); i >= 0 {
 			t.Errorf("slow consumer got an error line: %q", trunc(data[i:]))
 		}
-		t.Logf("slow consumer read %d bytes before close", len(data))
+		t.Logf("slow consumer read %d bytes before close, at %v", len(data), time.Since(start))
 
 		// the publisher and the other subscribers keep working
 		for i := 0; i < 100; i++ {

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -395,6 +396,7 @@ func TestWireSplitWrites(t *testing.T) {
 		want := msg("foo.a", "1", "reply.x", payload) + hmsg("foo.b", "1", "", hdr("K: v"), payload)
 
 		t.Run("byte by byte", func(t *testing.T) {
+			p, sub := p.withT(t), sub.withT(t)
 			for i := 0; i < len(frames); i++ {
 				p.send(frames[i : i+1])
 				if i%16 == 0 {
@@ -405,6 +407,7 @@ func TestWireSplitWrites(t *testing.T) {
 			sub.expect(want)
 		})
 		t.Run("random chunks", func(t *testing.T) {
+			p, sub := p.withT(t), sub.withT(t)
 			rng := rand.New(rand.NewSource(1))
 			for round := 0; round < 5; round++ {
 				for i := 0; i < len(frames); {
@@ -423,6 +426,7 @@ func TestWireSplitWrites(t *testing.T) {
 			}
 		})
 		t.Run("split at every boundary", func(t *testing.T) {
+			p, sub := p.withT(t), sub.withT(t)
 			one := pub("foo.c", "", "xyz") + "PING\r\n"
 			for i := 1; i < len(one); i++ {
 				p.send(one[:i])
@@ -432,5 +436,46 @@ func TestWireSplitWrites(t *testing.T) {
 				sub.expect(msg("foo.c", "1", "", "xyz"))
 			}
 		})
+	})
+}
+
+// infoKeys lists the top-level keys of an INFO line in wire order.
+func infoKeys(t *testing.T, line string) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(strings.TrimSuffix(strings.TrimPrefix(line, "INFO "), " \r\n")))
+	if _, err := dec.Token(); err != nil { // {
+		t.Fatal(err)
+	}
+	var keys []string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// TestWireInfoSameKeysAsReference compares natsd's INFO keys, in order, with nats-server's.
+func TestWireInfoSameKeysAsReference(t *testing.T) {
+	var ref []string
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		keys := infoKeys(t, dialRaw(t, u).infoLine)
+		if tg.name == "nats-server" {
+			ref = keys
+			return
+		}
+		if ref == nil {
+			t.Skip("reference not run (NATSD_TARGETS)")
+		}
+		if strings.Join(keys, ",") != strings.Join(ref, ",") {
+			t.Errorf("INFO keys differ\n got: %v\nwant: %v", keys, ref)
+		}
 	})
 }

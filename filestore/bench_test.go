@@ -1,0 +1,92 @@
+package filestore
+
+import (
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkAppend measures acknowledged appends of 128-byte records. "sync"
+// is the default sync-before-ack; "nosync" never fsyncs, the bound group
+// commit is measured against.
+func BenchmarkAppend(b *testing.B) {
+	payload := make([]byte, 128)
+	for _, mode := range []string{"sync", "nosync"} {
+		for _, writers := range []int{1, 16, 256} {
+			b.Run(fmt.Sprintf("%s/writers=%d", mode, writers), func(b *testing.B) {
+				cfg := Config{Dir: b.TempDir(), Logf: quietLog}
+				if mode == "nosync" {
+					cfg.SyncInterval = -1
+				}
+				s, err := Open(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Stop()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for w := 0; w < writers; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							if _, _, err := s.StoreMsg("bench.append", nil, payload); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+			})
+		}
+	}
+}
+
+func benchReadStore(b *testing.B, n int) *FileStore {
+	s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 128)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		s.StoreAsync("bench.read", nil, payload, func(uint64, int64, error) { wg.Done() })
+	}
+	wg.Wait()
+	return s
+}
+
+func BenchmarkReadSequential(b *testing.B) {
+	const n = 100000
+	s := benchReadStore(b, n)
+	defer s.Stop()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.LoadMsg(uint64(i%n) + 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
+}
+
+func BenchmarkReadRandom(b *testing.B) {
+	const n = 100000
+	s := benchReadStore(b, n)
+	defer s.Stop()
+	rng := rand.New(rand.NewSource(1))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.LoadMsg(uint64(rng.Intn(n)) + 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
+}

@@ -1,0 +1,172 @@
+package filestore
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const corruptMsgs = 300
+
+func corruptPayload(seq uint64) string {
+	return fmt.Sprintf("%d:%s", seq, strings.Repeat("d", int(seq%90)))
+}
+
+// buildCorruptSource writes a closed store whose blocks hold only messages,
+// so every record maps to exactly one sequence.
+func buildCorruptSource(t *testing.T) string {
+	dir := t.TempDir()
+	s, err := Open(fileCfg(dir, Limits{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= corruptMsgs; seq++ {
+		mustStore(t, s, fmt.Sprintf("c.%d", seq%4), corruptPayload(seq))
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func copyStore(t *testing.T, src string) string {
+	dst := t.TempDir()
+	os.MkdirAll(filepath.Join(dst, "msgs"), 0o750)
+	ents, _ := os.ReadDir(filepath.Join(src, "msgs"))
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, "msgs", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dst, "msgs", e.Name()), b, 0o640)
+	}
+	return dst
+}
+
+func blockFiles(t *testing.T, dir string) []string {
+	m, _ := filepath.Glob(filepath.Join(dir, "msgs", "*.blk"))
+	if len(m) < 3 {
+		t.Fatalf("want several blocks, got %v", m)
+	}
+	return m
+}
+
+// verifyDamage opens the damaged store and checks that it names exactly the
+// damaged sequences, serves every other one and never serves a damaged one.
+func verifyDamage(t *testing.T, dir string, damaged []uint64, what string) {
+	t.Helper()
+	s, err := Open(fileCfg(dir, Limits{}))
+	if err != nil {
+		t.Fatalf("%s: open: %v", what, err)
+	}
+	defer s.Stop()
+	l := s.Lost()
+	slices.Sort(damaged)
+	if !slices.Equal(l.Seqs, damaged) && !(len(l.Seqs) == 0 && len(damaged) == 0) {
+		t.Fatalf("%s: reported lost %v, damaged %v", what, l.Seqs, damaged)
+	}
+	for seq := uint64(1); seq <= corruptMsgs; seq++ {
+		m, err := s.LoadMsg(seq)
+		if slices.Contains(damaged, seq) {
+			if err == nil {
+				t.Fatalf("%s: damaged seq %d served", what, seq)
+			}
+			continue
+		}
+		if err != nil || string(m.Data) != corruptPayload(seq) {
+			t.Fatalf("%s: intact seq %d: %v", what, seq, err)
+		}
+	}
+	if st := s.FastState(); st.LastSeq != corruptMsgs || st.Msgs != corruptMsgs-uint64(len(damaged)) {
+		t.Fatalf("%s: state %+v", what, st)
+	}
+}
+
+func TestCorruptBitFlips(t *testing.T) {
+	src := buildCorruptSource(t)
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for trial := 0; trial < 25; trial++ {
+		dir := copyStore(t, src)
+		files := blockFiles(t, dir)
+		name := files[rng.Intn(len(files))]
+		data, _ := os.ReadFile(name)
+		recs := scanBlock(data, nil).recs
+		r := recs[rng.Intn(len(recs))]
+		bit := int(r.off)*8 + rng.Intn(int(r.slen)*8)
+		data[bit/8] ^= 1 << (bit % 8)
+		os.WriteFile(name, data, 0o640)
+		verifyDamage(t, dir, []uint64{r.seq}, fmt.Sprintf("flip bit %d of %s (seq %d)", bit, filepath.Base(name), r.seq))
+	}
+}
+
+func TestCorruptTruncation(t *testing.T) {
+	src := buildCorruptSource(t)
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for trial := 0; trial < 20; trial++ {
+		dir := copyStore(t, src)
+		files := blockFiles(t, dir)
+		name := files[rng.Intn(len(files))]
+		data, _ := os.ReadFile(name)
+		cut := rng.Intn(len(data))
+		var damaged []uint64
+		for _, r := range scanBlock(data, nil).recs {
+			if int(r.off+r.slen) > cut {
+				damaged = append(damaged, r.seq)
+			}
+		}
+		os.Truncate(name, int64(cut))
+		verifyDamage(t, dir, damaged, fmt.Sprintf("truncate %s at %d", filepath.Base(name), cut))
+	}
+}
+
+func TestCorruptIndex(t *testing.T) {
+	src := buildCorruptSource(t)
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for trial := 0; trial < 10; trial++ {
+		dir := copyStore(t, src)
+		name := filepath.Join(dir, "msgs", indexName)
+		data, _ := os.ReadFile(name)
+		if trial%2 == 0 {
+			bit := rng.Intn(len(data) * 8)
+			data[bit/8] ^= 1 << (bit % 8)
+		} else {
+			data = data[:rng.Intn(len(data))]
+		}
+		os.WriteFile(name, data, 0o640)
+		verifyDamage(t, dir, nil, "damaged index")
+	}
+	dir := copyStore(t, src)
+	os.Remove(filepath.Join(dir, "msgs", indexName))
+	verifyDamage(t, dir, nil, "missing index")
+}
+
+// TestCorruptWhileOpen damages a record under a running store: the read
+// fails with ErrCorrupt, is counted, and never returns the bytes.
+func TestCorruptWhileOpen(t *testing.T) {
+	dir := copyStore(t, buildCorruptSource(t))
+	s, err := Open(fileCfg(dir, Limits{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	name := blockFiles(t, dir)[1]
+	data, _ := os.ReadFile(name)
+	r := scanBlock(data, nil).recs[3]
+	f, _ := os.OpenFile(name, os.O_RDWR, 0)
+	f.WriteAt([]byte{data[r.off+r.slen-12] ^ 0x10}, int64(r.off+r.slen-12))
+	f.Close()
+	if _, err := s.LoadMsg(r.seq); err != ErrCorrupt {
+		t.Fatalf("load damaged %d: %v", r.seq, err)
+	}
+	if l := s.Lost(); l.ReadErrors != 1 {
+		t.Fatalf("%+v", l)
+	}
+	if _, err := s.LoadMsg(r.seq + 1); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,345 @@
+package filestore
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type storeKind struct {
+	name string
+	open func(t testing.TB, dir string, lim Limits) Store
+}
+
+func quietLog(string, ...any) {}
+
+func fileCfg(dir string, lim Limits) Config {
+	return Config{Dir: dir, BlockSize: 4096, Limits: lim, Logf: quietLog}
+}
+
+var storeKinds = []storeKind{
+	{"mem", func(t testing.TB, dir string, lim Limits) Store { return NewMemStore(lim) }},
+	{"file", func(t testing.TB, dir string, lim Limits) Store {
+		s, err := Open(fileCfg(dir, lim))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+	{"file-s2-aes", func(t testing.TB, dir string, lim Limits) Store {
+		cfg := fileCfg(dir, lim)
+		cfg.Compress, cfg.EncryptionKey, cfg.Cipher = true, []byte("secret"), "aes"
+		s, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+	{"file-chacha-periodic", func(t testing.TB, dir string, lim Limits) Store {
+		cfg := fileCfg(dir, lim)
+		cfg.EncryptionKey, cfg.SyncInterval = []byte("secret"), 10*time.Millisecond
+		s, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+}
+
+func forEach(t *testing.T, fn func(t *testing.T, k storeKind)) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) { fn(t, k) })
+	}
+}
+
+func mustStore(t testing.TB, s Store, subj, msg string) uint64 {
+	t.Helper()
+	seq, _, err := s.StoreMsg(subj, nil, []byte(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+func checkLoad(t testing.TB, s Store, seq uint64, subj, msg string) {
+	t.Helper()
+	m, err := s.LoadMsg(seq)
+	if err != nil {
+		t.Fatalf("load %d: %v", seq, err)
+	}
+	if m.Subject != subj || string(m.Data) != msg || m.Seq != seq {
+		t.Fatalf("load %d: got %q %q seq %d", seq, m.Subject, m.Data, m.Seq)
+	}
+}
+
+func TestStoreBasics(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		s := k.open(t, t.TempDir(), Limits{})
+		defer s.Stop()
+		for i := 1; i <= 200; i++ {
+			seq, _, err := s.StoreMsg(fmt.Sprintf("foo.%d", i%5), []byte("h:v"), []byte(fmt.Sprintf("msg-%d-%s", i, strings.Repeat("x", i%50))))
+			if err != nil || seq != uint64(i) {
+				t.Fatalf("store %d: seq %d err %v", i, seq, err)
+			}
+		}
+		st := s.State()
+		if st.Msgs != 200 || st.FirstSeq != 1 || st.LastSeq != 200 || st.Subjects["foo.3"] != 40 {
+			t.Fatalf("state %+v", st)
+		}
+		m, err := s.LoadMsg(77)
+		if err != nil || string(m.Header) != "h:v" || !strings.HasPrefix(string(m.Data), "msg-77-") {
+			t.Fatalf("load 77: %+v %v", m, err)
+		}
+		m, err = s.LoadLastMsg("foo.1")
+		if err != nil || m.Seq != 196 {
+			t.Fatalf("last foo.1: %+v %v", m, err)
+		}
+		if _, err := s.LoadMsg(201); err != ErrEOF {
+			t.Fatalf("load 201: %v", err)
+		}
+		if ok, _ := s.RemoveMsg(196); !ok {
+			t.Fatal("remove 196")
+		}
+		if ok, _ := s.RemoveMsg(196); ok {
+			t.Fatal("second remove 196 succeeded")
+		}
+		if _, err := s.LoadMsg(196); err != ErrNotFound {
+			t.Fatalf("load removed: %v", err)
+		}
+		if m, _ := s.LoadLastMsg("foo.1"); m == nil || m.Seq != 191 {
+			t.Fatalf("last foo.1 after remove: %+v", m)
+		}
+		if m, _ := s.LoadNextMsg("foo.2", 100); m == nil || m.Seq != 102 {
+			t.Fatalf("next foo.2: %+v", m)
+		}
+		if n, _ := s.PurgeSubject("foo.0"); n != 40 {
+			t.Fatalf("purge subject: %d", n)
+		}
+		if n, _ := s.Compact(100); n == 0 {
+			t.Fatal("compact removed nothing")
+		}
+		st = s.State()
+		if st.FirstSeq != 101 || st.Subjects["foo.0"] != 0 || st.Msgs != 200-40-1-(99-19) {
+			t.Fatalf("after compact %+v", st)
+		}
+		if n, _ := s.Purge(); n != st.Msgs {
+			t.Fatalf("purge removed %d, want %d", n, st.Msgs)
+		}
+		st = s.State()
+		if st.Msgs != 0 || st.FirstSeq != 201 || st.LastSeq != 200 || st.Bytes != 0 {
+			t.Fatalf("after purge %+v", st)
+		}
+		if seq := mustStore(t, s, "bar", "again"); seq != 201 {
+			t.Fatalf("seq after purge %d", seq)
+		}
+		first, _ := s.SkipMsgs(3)
+		if first != 202 {
+			t.Fatalf("skip first %d", first)
+		}
+		if seq := mustStore(t, s, "bar", "after skip"); seq != 205 {
+			t.Fatalf("seq after skip %d", seq)
+		}
+		if _, _, err := s.StoreMsg("", nil, nil); err != ErrBadSubject {
+			t.Fatalf("empty subject: %v", err)
+		}
+	})
+}
+
+func TestStoreAsyncCallback(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		s := k.open(t, t.TempDir(), Limits{})
+		defer s.Stop()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		seen := map[uint64]bool{}
+		for i := 0; i < 500; i++ {
+			wg.Add(1)
+			buf := []byte(fmt.Sprint(i))
+			s.StoreAsync("a", nil, buf, func(seq uint64, ts int64, err error) {
+				mu.Lock()
+				if err != nil || seen[seq] || ts == 0 {
+					t.Errorf("cb seq %d err %v", seq, err)
+				}
+				seen[seq] = true
+				mu.Unlock()
+				wg.Done()
+			})
+			buf[0] = 'X' // the store copied it
+		}
+		wg.Wait()
+		for seq := uint64(1); seq <= 500; seq++ {
+			if m, err := s.LoadMsg(seq); err != nil || m.Data[0] == 'X' {
+				t.Fatalf("seq %d: %v", seq, err)
+			}
+		}
+	})
+}
+
+func TestLimits(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		t.Run("maxmsgs", func(t *testing.T) {
+			s := k.open(t, t.TempDir(), Limits{MaxMsgs: 10})
+			defer s.Stop()
+			for i := 0; i < 100; i++ {
+				mustStore(t, s, "x", "m")
+			}
+			if st := s.State(); st.Msgs != 10 || st.FirstSeq != 91 {
+				t.Fatalf("%+v", st)
+			}
+		})
+		t.Run("maxbytes", func(t *testing.T) {
+			sz := int64(storedSize("x", nil, []byte("m")))
+			s := k.open(t, t.TempDir(), Limits{MaxBytes: 5 * sz})
+			defer s.Stop()
+			for i := 0; i < 50; i++ {
+				mustStore(t, s, "x", "m")
+			}
+			if st := s.State(); st.Msgs != 5 || st.Bytes != uint64(5*sz) {
+				t.Fatalf("%+v", st)
+			}
+		})
+		t.Run("discardnew", func(t *testing.T) {
+			s := k.open(t, t.TempDir(), Limits{MaxMsgs: 3, Discard: DiscardNew})
+			defer s.Stop()
+			for i := 0; i < 3; i++ {
+				mustStore(t, s, "x", "m")
+			}
+			if _, _, err := s.StoreMsg("x", nil, nil); err != ErrMaxMsgs {
+				t.Fatalf("got %v", err)
+			}
+		})
+		t.Run("persubject", func(t *testing.T) {
+			s := k.open(t, t.TempDir(), Limits{MaxMsgsPerSubject: 2})
+			defer s.Stop()
+			for i := 0; i < 30; i++ {
+				mustStore(t, s, fmt.Sprintf("kv.%d", i%3), fmt.Sprint(i))
+			}
+			st := s.State()
+			if st.Msgs != 6 || st.Subjects["kv.1"] != 2 {
+				t.Fatalf("%+v", st)
+			}
+			if m, _ := s.LoadLastMsg("kv.2"); m == nil || string(m.Data) != "29" {
+				t.Fatalf("last %+v", m)
+			}
+		})
+		t.Run("maxsize", func(t *testing.T) {
+			s := k.open(t, t.TempDir(), Limits{MaxMsgSize: 4})
+			defer s.Stop()
+			if _, _, err := s.StoreMsg("x", nil, []byte("12345")); err != ErrMaxMsgSize {
+				t.Fatalf("got %v", err)
+			}
+		})
+		t.Run("maxage", func(t *testing.T) {
+			s := k.open(t, t.TempDir(), Limits{MaxAge: 50 * time.Millisecond})
+			defer s.Stop()
+			for i := 0; i < 20; i++ {
+				mustStore(t, s, "x", "m")
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for s.FastState().Msgs != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("not expired: %+v", s.FastState())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if st := s.FastState(); st.FirstSeq != 21 || st.LastSeq != 20 {
+				t.Fatalf("%+v", st)
+			}
+		})
+	})
+}
+
+// TestReopen checks that every kind of removal survives a restart, across
+// block boundaries, with compaction of emptied blocks in between.
+func TestReopen(t *testing.T) {
+	for _, k := range storeKinds[1:] {
+		t.Run(k.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := k.open(t, dir, Limits{})
+			payload := strings.Repeat("p", 100)
+			for i := 1; i <= 600; i++ {
+				mustStore(t, s, fmt.Sprintf("s.%d", i%7), fmt.Sprintf("%d-%s", i, payload))
+			}
+			s.Compact(50)
+			for seq := uint64(100); seq < 250; seq++ { // empties whole interior blocks
+				s.RemoveMsg(seq)
+			}
+			s.RemoveMsg(400)
+			s.PurgeSubject("s.3")
+			want := s.State()
+			if err := s.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			s = k.open(t, dir, Limits{})
+			defer s.Stop()
+			got := s.State()
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("state after reopen\n got %+v\nwant %+v", got, want)
+			}
+			for seq := uint64(1); seq <= 600; seq++ {
+				m, err := s.LoadMsg(seq)
+				dead := seq < 50 || (seq >= 100 && seq < 250) || seq == 400 || seq%7 == 3
+				if dead != (err == ErrNotFound) || (!dead && !strings.HasPrefix(string(m.Data), fmt.Sprintf("%d-", seq))) {
+					t.Fatalf("seq %d dead=%v err=%v", seq, dead, err)
+				}
+			}
+			if l := s.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
+				t.Fatalf("lost %+v", l)
+			}
+			if seq := mustStore(t, s, "new", "x"); seq != 601 {
+				t.Fatalf("seq %d", seq)
+			}
+		})
+	}
+}
+
+func TestReopenAfterPurge(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(fileCfg(dir, Limits{}))
+	for i := 0; i < 300; i++ {
+		mustStore(t, s, "a", strings.Repeat("z", 64))
+	}
+	s.Purge()
+	s.Stop()
+	s, _ = Open(fileCfg(dir, Limits{}))
+	defer s.Stop()
+	if st := s.State(); st.Msgs != 0 || st.FirstSeq != 301 || st.LastSeq != 300 {
+		t.Fatalf("%+v", st)
+	}
+	if seq := mustStore(t, s, "a", "b"); seq != 301 {
+		t.Fatalf("seq %d", seq)
+	}
+}
+
+func TestCompressedBlocksSealed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := fileCfg(dir, Limits{})
+	cfg.Compress = true
+	s, _ := Open(cfg)
+	for i := 0; i < 400; i++ {
+		mustStore(t, s, "c", strings.Repeat("compressible ", 10))
+	}
+	s.Stop()
+	names, _ := OSFS{}.ReadDir(dir + "/msgs")
+	sealed := 0
+	for _, n := range names {
+		if strings.HasSuffix(n, ".sblk") {
+			sealed++
+		}
+	}
+	if sealed == 0 {
+		t.Fatalf("no sealed blocks in %v", names)
+	}
+	s, _ = Open(cfg)
+	defer s.Stop()
+	for seq := uint64(1); seq <= 400; seq++ {
+		checkLoad(t, s, seq, "c", strings.Repeat("compressible ", 10))
+	}
+}
+
+var _ = bytes.Equal
+var _ = io.EOF
