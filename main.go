@@ -29,6 +29,8 @@ Server Options:
                                      <pid> can be either a PID (e.g. 1) or the path to a PID file
         --reactors <n>               Number of event-loop reactors (default: 1, measured best on 2 cores)
         --reuseport                  One SO_REUSEPORT listener per reactor
+        --lame_duck_duration <dur>   Spread lame-duck closes over this long (default: 2m)
+        --lame_duck_grace_period <d> Wait this long before the first close (default: 10s)
 
 Logging Options:
     -l, --log <file>                 File to redirect log output
@@ -200,6 +202,8 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	}
 	fs.StringVar(&routes, "routes", "", "")
 	fs.IntVar(&o.Reactors, "reactors", 0, "")
+	fs.DurationVar(&o.LameDuckDuration, "lame_duck_duration", 0, "")
+	fs.DurationVar(&o.LameDuckGracePeriod, "lame_duck_grace_period", 0, "")
 	fs.BoolVar(&o.ReusePort, "reuseport", false, "")
 
 	if err := fs.Parse(args); err != nil {

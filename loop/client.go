@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -156,15 +157,24 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 
 func (c *client) infoLine() []byte {
 	info := c.r.e.cfg.Info
-	b := make([]byte, 0, len(info)+80)
+	b := make([]byte, 0, len(info)+len(c.r.e.cfg.InfoTail)+80)
 	b = append(b, "INFO "...)
 	b = append(b, info[:len(info)-1]...)
 	b = append(b, `,"client_id":`...)
 	b = strconv.AppendUint(b, c.cid, 10)
 	b = append(b, `,"client_ip":"`...)
 	b = append(b, c.ip...)
-	b = append(b, "\"} \r\n"...)
+	b = append(b, '"')
+	b = append(b, c.r.e.cfg.InfoTail...)
+	b = append(b, "} \r\n"...)
 	return b
+}
+
+// infoLDM is the async INFO announcing lame duck mode.
+func (c *client) infoLDM() []byte {
+	b := c.infoLine()
+	i := bytes.LastIndexByte(b, '}')
+	return append(b[:i:i], append([]byte(`,"ldm":true`), b[i:]...)...)
 }
 
 // OnClose releases everything the connection held.

@@ -5,7 +5,6 @@ package loop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -49,8 +48,10 @@ type Config struct {
 	NoFastProducerStall bool
 
 	// Info is the INFO JSON object common to all connections, ending in '}'; the loop adds
-	// client_id and client_ip per connection.
-	Info []byte
+	// client_id and client_ip per connection, followed by InfoTail (fields nats-server sends
+	// after those, each starting with a comma).
+	Info     []byte
+	InfoTail []byte
 
 	Log   Logger
 	Trace bool
@@ -82,7 +83,7 @@ type Engine struct {
 	eng    gnet.Engine
 	addr   *net.TCPAddr
 	boot   chan error
-	infoFn func(port int) []byte
+	infoFn func(port int) (head, tail []byte)
 	done   chan struct{}
 	runErr error
 
@@ -188,14 +189,14 @@ func (e *Engine) OnBoot(eng gnet.Engine) gnet.Action {
 		return gnet.Shutdown
 	}
 	if e.infoFn != nil {
-		e.cfg.Info = e.infoFn(e.addr.Port)
+		e.cfg.Info, e.cfg.InfoTail = e.infoFn(e.addr.Port)
 	}
 	e.boot <- nil
 	return gnet.None
 }
 
 // SetInfo installs the INFO template builder; it is given the bound port once listening.
-func (e *Engine) SetInfo(fn func(port int) []byte) { e.infoFn = fn }
+func (e *Engine) SetInfo(fn func(port int) (head, tail []byte)) { e.infoFn = fn }
 
 // Addr is the bound client address.
 func (e *Engine) Addr() *net.TCPAddr { return e.addr }
@@ -262,27 +263,26 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// EnterLameDuck stops accepting clients and closes the existing ones spread over d.
+// EnterLameDuck stops accepting clients, tells those that understand async INFO (protocol 1)
+// that the server is going away, waits grace, then closes the rest spread over d so that
+// they do not all reconnect elsewhere at once.
 func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	if !e.lameDuck.CompareAndSwap(false, true) {
 		return
 	}
+	all := e.onEachReactor(func(r *reactor) []gnet.Conn {
+		var cs []gnet.Conn
+		for c := range r.clients {
+			if c.protocol >= 1 {
+				c.send(c.infoLDM())
+			}
+			cs = append(cs, c.gc)
+		}
+		r.endBatch()
+		return cs
+	})
 	if grace > 0 {
 		time.Sleep(grace)
-	}
-	var all []gnet.Conn
-	for _, r := range e.reactorsSnapshot() {
-		ch := make(chan []gnet.Conn, 1)
-		if err := r.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-			var cs []gnet.Conn
-			for c := range r.clients {
-				cs = append(cs, c.gc)
-			}
-			ch <- cs
-			return nil
-		})); err == nil {
-			all = append(all, <-ch...)
-		}
 	}
 	if len(all) == 0 {
 		return
@@ -294,6 +294,22 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 			time.Sleep(step)
 		}
 	}
+}
+
+// onEachReactor runs fn on every reactor's own goroutine and gathers what it returns.
+func (e *Engine) onEachReactor(fn func(r *reactor) []gnet.Conn) []gnet.Conn {
+	var all []gnet.Conn
+	for _, r := range e.reactorsSnapshot() {
+		ch := make(chan []gnet.Conn, 1)
+		err := r.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			ch <- fn(r)
+			return nil
+		}))
+		if err == nil {
+			all = append(all, <-ch...)
+		}
+	}
+	return all
 }
 
 // Stop closes every connection and the listener.
@@ -311,8 +327,6 @@ func (e *Engine) Stop() {
 
 // Done is closed when the engine has stopped.
 func (e *Engine) Done() <-chan struct{} { return e.done }
-
-var errClosed = errors.New("engine closed")
 
 type quietLogger struct{}
 

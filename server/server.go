@@ -30,10 +30,15 @@ type info struct {
 	MaxPayload int32  `json:"max_payload"`
 }
 
+// apiLevel is the JetStream API level nats-server 2.15 advertises (it does so even with
+// JetStream off, and clients read it).
+const apiLevel = 5
+
 // Server is one natsd instance.
 type Server struct {
 	opts  Options
 	id    string
+	xkey  string // x25519 public key, advertised as nats-server does
 	log   *Logger
 	eng   *loop.Engine
 	start time.Time
@@ -62,11 +67,19 @@ func New(opts *Options) (*Server, error) {
 	if o.ServerName == "" {
 		o.ServerName = pub
 	}
+	xkp, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		return nil, err
+	}
+	xpub, err := xkp.PublicKey()
+	if err != nil {
+		return nil, err
+	}
 	l, err := newLogger(&o)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: o, id: pub, log: l, shutdown: make(chan struct{})}, nil
+	return &Server{opts: o, id: pub, xkey: xpub, log: l, shutdown: make(chan struct{})}, nil
 }
 
 // ID is the server's public nkey.
@@ -106,7 +119,7 @@ func (s *Server) Start() error {
 	// The INFO template needs the bound port, which a random port only reveals after listening;
 	// the loop reads cfg.Info on each accept, so fill it through a pointer the loop shares.
 	eng := loop.New(cfg)
-	eng.SetInfo(func(port int) []byte { return s.infoJSON(port) })
+	eng.SetInfo(s.infoJSON)
 	if err := eng.Start(); err != nil {
 		return fmt.Errorf("error listening on port: %s:%d, %v", o.Host, o.Port, err)
 	}
@@ -128,9 +141,11 @@ func (s *Server) Start() error {
 	return nil
 }
 
-func (s *Server) infoJSON(port int) []byte {
+// infoJSON returns the INFO object up to max_payload and the fields that follow the
+// per-connection ones.
+func (s *Server) infoJSON(port int) (head, tail []byte) {
 	o := &s.opts
-	b, _ := json.Marshal(info{
+	head, _ = json.Marshal(info{
 		ID:         s.id,
 		Name:       o.ServerName,
 		Version:    ServerVersion,
@@ -141,7 +156,9 @@ func (s *Server) infoJSON(port int) []byte {
 		Headers:    true,
 		MaxPayload: o.MaxPayload,
 	})
-	return b
+	// Fields nats-server puts after client_id/client_ip, spliced in by the loop.
+	tail = fmt.Appendf(nil, `,"api_lvl":%d,"xkey":%q`, apiLevel, s.xkey)
+	return head, tail
 }
 
 // Shutdown closes every connection and stops the listeners.

@@ -188,7 +188,7 @@ func startNatsd(t *testing.T, cfg Config) (string, func()) {
 	return s.ClientURL(), s.Shutdown
 }
 
-// freePortURL is a helper for tests that restart a target: it returns cfg with the port fixed
+// fixedPort is for tests that restart a target: it returns cfg with the port fixed
 // to the one the first start picked.
 func fixedPort(t *testing.T, cfg Config, u string) Config {
 	cfg.Port = portOf(t, u)

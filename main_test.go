@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// natsdBin builds the binary once per test run; these tests drive it as users do.
+func natsdBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "natsd-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "natsd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		check   func(t *testing.T, host string, port int, name string, debug, trace, logtime bool)
+		action  string
+		wantErr string
+	}{
+		{args: []string{"-a", "127.0.0.1", "-p", "4333", "-n", "x"}, check: func(t *testing.T, h string, p int, n string, _, _, _ bool) {
+			if h != "127.0.0.1" || p != 4333 || n != "x" {
+				t.Fatalf("got %s %d %s", h, p, n)
+			}
+		}},
+		{args: []string{"--addr=::1", "--port=-1", "--server_name", "y"}, check: func(t *testing.T, h string, p int, n string, _, _, _ bool) {
+			if h != "::1" || p != -1 || n != "y" {
+				t.Fatalf("got %s %d %s", h, p, n)
+			}
+		}},
+		{args: []string{"-DV", "-T=false"}, check: func(t *testing.T, _ string, _ int, _ string, d, tr, lt bool) {
+			if !d || !tr || lt {
+				t.Fatalf("debug=%v trace=%v logtime=%v", d, tr, lt)
+			}
+		}},
+		{args: []string{"-D"}, check: func(t *testing.T, _ string, _ int, _ string, d, tr, _ bool) {
+			if !d || tr {
+				t.Fatalf("debug=%v trace=%v", d, tr)
+			}
+		}},
+		{args: []string{"-v"}, action: "version"},
+		{args: []string{"version"}, action: "version"},
+		{args: []string{"--help"}, action: "help"},
+		{args: []string{"-h"}, action: "help"},
+		{args: []string{"--signal", "ldm=1"}, action: "signal"},
+		{args: []string{"--bogus"}, wantErr: "flag provided but not defined: -bogus"},
+		{args: []string{"frob"}, wantErr: `unrecognized command: "frob"`},
+		{args: []string{"--user", "a", "--pass", "b"}, wantErr: "not supported yet"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, cmd, err := parseFlags(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cmd.action != tc.action {
+				t.Fatalf("action %q, want %q", cmd.action, tc.action)
+			}
+			if tc.check != nil {
+				tc.check(t, o.Host, o.Port, o.ServerName, o.Debug, o.Trace, o.Logtime)
+			}
+		})
+	}
+}
+
+func TestBinaryUnknownFlagAndVersion(t *testing.T) {
+	bin := natsdBin(t)
+	out, err := exec.Command(bin, "--nope").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v", err)
+	}
+	if !bytes.Contains(out, []byte("flag provided but not defined: -nope")) || !bytes.Contains(out, []byte("Usage: natsd")) {
+		t.Fatalf("output: %s", out)
+	}
+	out, err = exec.Command(bin, "-v").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("2.15.2")) {
+		t.Fatalf("-v: %v %s", err, out)
+	}
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	port int
+	log  *bytes.Buffer
+	done chan error
+}
+
+func startBinary(t *testing.T, args ...string) *proc {
+	t.Helper()
+	port := freePort(t)
+	p := &proc{port: port, log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(natsdBin(t), append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...)
+	p.cmd.Stderr = p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			c.Close()
+			return p
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("server did not start: %s", p.log)
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (p *proc) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
+
+func (p *proc) waitExit(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(d):
+		t.Fatalf("server did not exit in %v; log:\n%s", d, p.log)
+		return nil
+	}
+}
+
+func TestBinarySignals(t *testing.T) {
+	t.Run("SIGTERM graceful, pid file removed", func(t *testing.T) {
+		pid := filepath.Join(t.TempDir(), "natsd.pid")
+		p := startBinary(t, "-P", pid)
+		b, err := os.ReadFile(pid)
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(p.cmd.Process.Pid) {
+			t.Fatalf("pid file %q: %v", b, err)
+		}
+		nc, err := nats.Connect(p.url(), nats.NoReconnect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan struct{})
+		nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if err := p.waitExit(t, 10*time.Second); err != nil {
+			t.Fatalf("exit: %v\n%s", err, p.log)
+		}
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("client not disconnected")
+		}
+		if _, err := os.Stat(pid); !os.IsNotExist(err) {
+			t.Fatalf("pid file still there: %v", err)
+		}
+	})
+	t.Run("SIGUSR2 lame duck", func(t *testing.T) {
+		p := startBinary(t, "--lame_duck_duration", "1s", "--lame_duck_grace_period", "100ms")
+		var ncs []*nats.Conn
+		for i := 0; i < 4; i++ {
+			nc, err := nats.Connect(p.url(), nats.NoReconnect())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ncs = append(ncs, nc)
+		}
+		ldm := make(chan struct{}, 4)
+		for _, nc := range ncs {
+			nc.SetDisconnectErrHandler(func(*nats.Conn, error) { ldm <- struct{}{} })
+		}
+		start := time.Now()
+		_ = p.cmd.Process.Signal(syscall.SIGUSR2)
+		if err := p.waitExit(t, 15*time.Second); err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+		for range ncs {
+			select {
+			case <-ldm:
+			case <-time.After(5 * time.Second):
+				t.Fatal("client not closed by lame duck")
+			}
+		}
+		if el := time.Since(start); el < 500*time.Millisecond {
+			t.Fatalf("lame duck closed everyone at once (%v)", el)
+		}
+		if !strings.Contains(p.log.String(), "Entering lame duck mode") {
+			t.Fatalf("log:\n%s", p.log)
+		}
+	})
+	t.Run("SIGUSR1 reopens the log file", func(t *testing.T) {
+		dir := t.TempDir()
+		logf := filepath.Join(dir, "natsd.log")
+		p := startBinary(t, "-l", logf)
+		if err := os.Rename(logf, logf+".1"); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGUSR1)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			b, _ := os.ReadFile(logf)
+			if bytes.Contains(b, []byte("File log re-opened")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("log not reopened: %q", b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		if err := p.waitExit(t, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := os.Open(logf)
+		defer f.Close()
+		// nats-server's format: "[pid] YYYY/MM/DD hh:mm:ss.uuuuuu [INF] text"
+		line := regexp.MustCompile(fmt.Sprintf(`^\[%d\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} \[(INF|WRN|ERR|DBG|TRC)\] `, p.cmd.Process.Pid))
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if !line.MatchString(sc.Text()) {
+				t.Fatalf("log line format: %q", sc.Text())
+			}
+		}
+	})
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
