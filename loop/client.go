@@ -147,6 +147,9 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return info, gnet.Close
 	}
 	e.total.Add(1)
+	if e.cfg.Log != nil {
+		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection created", c.ip, remotePort(gc), c.cid)
+	}
 	gc.SetContext(c)
 	r.clients[c] = struct{}{}
 	now := time.Now().UnixNano()
@@ -168,6 +171,16 @@ func (c *client) infoLine() []byte {
 	b = append(b, c.r.e.cfg.InfoTail...)
 	b = append(b, "} \r\n"...)
 	return b
+}
+
+// traceIn logs an inbound op the way nats-server's -V does: the control line, then the payload.
+func (c *client) traceIn(frame []byte) {
+	line, rest, _ := bytes.Cut(frame, []byte("\n"))
+	line = bytes.TrimRight(line, "\r")
+	c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- [%s]\"", c.ip, remotePort(c.gc), c.cid, line)
+	if len(rest) > 0 {
+		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [%q]\"", c.ip, remotePort(c.gc), c.cid, bytes.TrimSuffix(rest, []byte("\r\n")))
+	}
 }
 
 // infoLDM is the async INFO announcing lame duck mode.
@@ -247,6 +260,9 @@ func (e *Engine) OnTraffic(gc gnet.Conn) gnet.Action {
 			break
 		}
 		c.need = 0
+		if r.e.cfg.Trace {
+			c.traceIn(buf[off : off+n])
+		}
 		off += n
 		c.process(&c.op)
 		if c.closing {

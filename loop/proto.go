@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -51,6 +52,9 @@ func (c *client) send(b []byte) {
 func (c *client) sendFrame(a, b, d []byte) {
 	if c.closed {
 		return
+	}
+	if c.r.e.cfg.Trace {
+		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"->> [%s]\"", c.ip, remotePort(c.gc), c.cid, bytes.TrimRight(a, "\r\n"))
 	}
 	_, sched, err := c.out.Append(a, b, d, 0)
 	if sched || err != nil {

@@ -106,9 +106,6 @@ func retryStart(t *testing.T, cfg Config, f func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "not implemented") {
-			t.Skipf("natsd: %v", err)
-		}
 		t.Fatalf("start: %v", err)
 	}
 }
