@@ -24,8 +24,6 @@ const (
 	closeParse           = "Parse Error"
 	closeBadProto        = "Bad Client Protocol Version"
 	closeMaxConns        = "Maximum Connections Exceeded"
-	closeMaxPayload      = "Maximum Message Payload Exceeded"
-	closeMaxControl      = "Maximum Control Line Exceeded"
 	closeNoRespHeaders   = "No Responders Requires Headers"
 	closeServerShutdown  = "Server Shutdown"
 	closeAuthFailure     = "Authentication Failure"
@@ -90,10 +88,13 @@ type client struct {
 	op   parser.Op
 	need int
 
-	verbose, pedantic, echo, headers, noResponders bool
-	connected                                      bool
-	protocol                                       int
-	name, lang, version                            string
+	verbose, pedantic, echo, noResponders bool
+	// headers is read by publishers on other reactors (HMSG or MSG?), and a client may send
+	// CONNECT after SUB, so it is atomic.
+	headers             atomic.Bool
+	connected           bool
+	protocol            int
+	name, lang, version string
 
 	subs map[string]*sub
 	// goneSubs counts auto-unsubscribed entries still in subs: deliveries on other reactors
@@ -142,7 +143,7 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		e.conns.Add(-1)
 		info = append(info, "-ERR '"+errTextMaxConns+"'\r\n"...)
 		if e.cfg.Log != nil {
-			e.cfg.Log.Errorf("%s - cid:%d - %s", c.ip, c.cid, "Maximum Connections Exceeded")
+			e.cfg.Log.Errorf("%s - cid:%d - %s", c.ip, c.cid, closeMaxConns)
 		}
 		return info, gnet.Close
 	}
@@ -211,6 +212,9 @@ func (e *Engine) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c.out.Reset()
 	if c.reason == "" {
 		c.reason = closeClient
+		if e.stopping.Load() {
+			c.reason = closeServerShutdown
+		}
 	}
 	if e.cfg.Log != nil {
 		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, remotePort(gc), c.cid, c.reason)

@@ -119,7 +119,7 @@ func (c *client) processConnect(arg []byte) {
 	c.verbose = o.Verbose == nil || *o.Verbose
 	c.pedantic = o.Pedantic == nil || *o.Pedantic
 	c.echo = o.Echo == nil || *o.Echo
-	c.headers = o.Headers
+	c.headers.Store(o.Headers)
 	c.p.NoHeaders = !o.Headers
 	c.noResponders = o.NoResponders
 	c.protocol = o.Protocol
@@ -270,7 +270,7 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 	body := op.Msg
 	hdr := op.HdrLen
 	b := r.scratch[:0]
-	if hdr > 0 && t.headers {
+	if hdr > 0 && t.headers.Load() {
 		b = append(b, "HMSG "...)
 	} else {
 		if hdr > 0 {
