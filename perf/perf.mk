@@ -1,0 +1,26 @@
+# perf/perf.mk — the side-by-side benchmark rig (included by the top Makefile).
+# `make perf`        every scenario, 5 alternating rounds per side, profiles + flame graphs
+# `make perf-quick`  pub-only, 1→1, 1→4 at 16 B, 3 rounds (under 2 minutes)
+# `make perf-self`   nats-server against itself: every ratio should land near 1.0
+# Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
+PERF_ARGS ?=
+
+.PHONY: perf perf-quick perf-self perf-tools
+
+$(BIN)/perfrun: FORCE_PERF
+	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
+	$(GO) build -o $(BIN)/natsbench ./perf/cmd/natsbench
+
+.PHONY: FORCE_PERF
+FORCE_PERF:
+
+perf-tools: build nats-server $(BIN)/perfrun
+
+perf: perf-tools
+	./$(BIN)/perfrun --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server $(PERF_ARGS)
+
+perf-quick: perf-tools
+	./$(BIN)/perfrun --quick --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server $(PERF_ARGS)
+
+perf-self: perf-tools
+	./$(BIN)/perfrun --self --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server $(PERF_ARGS)
