@@ -5,7 +5,7 @@
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tools
+.PHONY: perf perf-quick perf-self perf-tools perf-natscli
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -24,3 +24,7 @@ perf-quick: perf-tools
 
 perf-self: perf-tools
 	./$(BIN)/perfrun --self --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server $(PERF_ARGS)
+
+# The same three headline scenarios with the real `nats bench` CLI as load generator.
+perf-natscli: build nats-server nats-cli
+	bash perf/scripts/natscli-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats $(or $(ROUNDS),5)
