@@ -23,7 +23,8 @@ Server Options:
     -n, --name
         --server_name <server_name>  Server name (default: auto)
     -P, --pid <file>                 File to store PID
-    -m, --http_port <port>           Use port for http monitoring (not supported yet)
+    -m, --http_port <port>           Use port for http monitoring (-1: random port)
+    -ms,--https_port <port>          Use port for https monitoring (not supported yet)
     -c, --config <file>              Configuration file (not supported yet)
     -sl,--signal <signal>[=<pid>]    Send signal to natsd process (ldm, stop, quit, term, reopen, reload)
                                      <pid> can be either a PID (e.g. 1) or the path to a PID file
@@ -31,6 +32,9 @@ Server Options:
         --reuseport                  One SO_REUSEPORT listener per reactor
         --lame_duck_duration <dur>   Spread lame-duck closes over this long (default: 2m)
         --lame_duck_grace_period <d> Wait this long before the first close (default: 10s)
+
+Profiling Options:
+        --profile <port>             Profiling HTTP port (Go pprof at /debug/pprof)
 
 Logging Options:
     -l, --log <file>                 File to redirect log output
@@ -139,7 +143,7 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	fs.SetOutput(discard{})
 
 	var showVersion, showHelp, dv, dvv, vv bool
-	var httpPort, httpsPort, profPort int
+	var httpsPort int
 	var config, signal, user, pass, auth, storeDir, cluster, routes string
 	var js bool
 	for _, n := range []string{"a", "addr", "net"} {
@@ -155,12 +159,12 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 		fs.StringVar(&o.PidFile, n, "", "")
 	}
 	for _, n := range []string{"m", "http_port"} {
-		fs.IntVar(&httpPort, n, 0, "")
+		fs.IntVar(&o.HTTPPort, n, 0, "")
 	}
 	for _, n := range []string{"ms", "https_port"} {
 		fs.IntVar(&httpsPort, n, 0, "")
 	}
-	fs.IntVar(&profPort, "profile", 0, "")
+	fs.IntVar(&o.ProfPort, "profile", 0, "")
 	for _, n := range []string{"c", "config"} {
 		fs.StringVar(&config, n, "", "")
 	}
@@ -240,14 +244,8 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	if config != "" {
 		return nil, nil, errors.New("configuration files (-c) are not supported yet")
 	}
-	if httpPort != 0 {
-		cmd.unsupported = append(cmd.unsupported, "monitoring (-m/--http_port)")
-	}
 	if httpsPort != 0 {
-		cmd.unsupported = append(cmd.unsupported, "monitoring (--https_port)")
-	}
-	if profPort != 0 {
-		cmd.unsupported = append(cmd.unsupported, "profiling (--profile)")
+		cmd.unsupported = append(cmd.unsupported, "HTTPS monitoring (-ms/--https_port, needs TLS)")
 	}
 	if js || storeDir != "" {
 		cmd.unsupported = append(cmd.unsupported, "JetStream (-js/--store_dir)")

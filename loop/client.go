@@ -111,6 +111,13 @@ type client struct {
 	closed       bool
 	reason       string
 
+	// Monitoring (/connz), owned by the reactor like the rest: read by snapshots run on it.
+	start, last     int64 // unix nanos; last is kept at the engine's coarse clock
+	inMsgs, inBytes int64
+	stalls          int64
+	rtt, rttStart   int64 // last measured PING→PONG round trip; when the pending PING left
+	port            int
+
 	// timer-wheel links (see wheel.go)
 	tPrev, tNext *client
 	tSlot        int32
@@ -134,7 +141,10 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c.p.NoHeaders = true // until CONNECT says headers:true
 	if a, ok := gc.RemoteAddr().(*net.TCPAddr); ok {
 		c.ip = a.IP.String()
+		c.port = a.Port
 	}
+	c.start = time.Now().UnixNano()
+	c.last = c.start
 	info := c.infoLine()
 	if e.lameDuck.Load() || e.stopping.Load() {
 		return nil, gnet.Close
@@ -203,6 +213,7 @@ func (e *Engine) OnClose(gc gnet.Conn, err error) gnet.Action {
 	delete(r.clients, c)
 	delete(r.backlog, c)
 	r.wheel.remove(c)
+	cc := e.closedSnapshot(c) // before the subscriptions go
 	for _, s := range c.subs {
 		if s.gone.CompareAndSwap(false, true) {
 			_ = e.subs.Remove(s.subject, s.queue, s)
@@ -216,6 +227,7 @@ func (e *Engine) OnClose(gc gnet.Conn, err error) gnet.Action {
 			c.reason = closeServerShutdown
 		}
 	}
+	e.addClosed(cc, c.reason)
 	if e.cfg.Log != nil {
 		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, remotePort(gc), c.cid, c.reason)
 	}
@@ -245,6 +257,9 @@ func (e *Engine) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		c.stalled = false
+	}
+	if now := e.clock.Load(); now > c.last {
+		c.last = now
 	}
 	if c.need > 0 && gc.InboundBuffered() < c.need {
 		return gnet.None
@@ -300,6 +315,8 @@ func (c *client) stall() {
 		return
 	}
 	c.stalled = true
+	c.stalls++
+	c.r.e.stalls.Add(1)
 	c.stallUntil = time.Now().Add(stallFor).UnixNano()
 	gc := c.gc
 	time.AfterFunc(stallFor, func() { _ = gc.Wake(nil) })

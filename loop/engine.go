@@ -73,6 +73,7 @@ type Stats struct {
 	Connections                        int64
 	TotalConnections                   uint64
 	Subscriptions                      int
+	StalledClients                     uint64
 }
 
 // Engine runs the reactors.
@@ -98,6 +99,13 @@ type Engine struct {
 	lameDuck atomic.Bool
 	stopping atomic.Bool
 	stopTick chan struct{}
+
+	// Monitoring: a coarse clock (unix nanos, advanced by the ticker) for last_activity, the
+	// fast-producer stall count, subscriptions ever inserted, and the closed-connections ring.
+	clock      atomic.Int64
+	stalls     atomic.Uint64
+	subInserts atomic.Uint64
+	closed     closedRing
 }
 
 // New prepares an engine; Start runs it.
@@ -152,6 +160,7 @@ func (e *Engine) Start() error {
 	if err := <-e.boot; err != nil {
 		return err
 	}
+	e.clock.Store(time.Now().UnixNano())
 	go e.ticker()
 	return nil
 }
@@ -238,7 +247,8 @@ func (e *Engine) ticker() {
 			return
 		case <-e.done:
 			return
-		case <-t.C:
+		case now := <-t.C:
+			e.clock.Store(now.UnixNano())
 			for _, r := range e.reactorsSnapshot() {
 				_ = r.el.Execute(context.Background(), r.tickTask)
 			}
@@ -260,6 +270,7 @@ func (e *Engine) Stats() Stats {
 	s.Connections = e.conns.Load()
 	s.TotalConnections = e.total.Load()
 	s.Subscriptions = e.subs.Count()
+	s.StalledClients = e.stalls.Load()
 	return s
 }
 

@@ -26,6 +26,10 @@ func (c *client) process(op *parser.Op) {
 		c.send(pongLine)
 	case parser.KindPong:
 		c.pingsOut = 0
+		if c.rttStart != 0 {
+			c.rtt = time.Now().UnixNano() - c.rttStart
+			c.rttStart = 0
+		}
 	case parser.KindConnect:
 		c.processConnect(op.Arg)
 	case parser.KindOK, parser.KindInfo:
@@ -164,6 +168,7 @@ func (c *client) processSub(op *parser.Op) {
 		return
 	}
 	c.subs[string(s.sid)] = s
+	c.r.e.subInserts.Add(1)
 	c.ok()
 }
 
@@ -207,6 +212,8 @@ func (c *client) processPub(op *parser.Op) {
 	r := c.r
 	r.stats.inMsgs.Add(1)
 	r.stats.inBytes.Add(uint64(len(op.Msg)))
+	c.inMsgs++
+	c.inBytes += int64(len(op.Msg))
 	if c.pedantic && !sublist.ValidLiteralSubject(op.Subject) {
 		c.sendErr(errTextInvalidPub)
 	}
@@ -294,7 +301,7 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, '\r', '\n')
 	r.scratch = b
-	pending, sched, err := t.out.Append(b, body, crlf, r.e.cfg.MaxPending)
+	pending, sched, err := t.out.AppendMsg(b, body, crlf, r.e.cfg.MaxPending)
 	if sched {
 		r.enqueue(t)
 	}
@@ -409,6 +416,9 @@ func (c *client) onTimer(now int64) {
 			return
 		}
 		c.pingsOut++
+		if c.rttStart == 0 {
+			c.rttStart = now
+		}
 		c.send(pingLine)
 		c.nextPing = now + int64(c.r.e.cfg.PingInterval)
 	}

@@ -44,6 +44,9 @@ type Queue struct {
 	// sock is what the socket layer still holds after the last flush (gnet's own buffer); the
 	// owner publishes it so producers on other reactors can apply the bound without touching gnet.
 	sock atomic.Int64
+	// msgs and bytes count the messages delivered through AppendMsg (monitoring's out_msgs and
+	// out_bytes), under the lock Append takes anyway.
+	msgs, bytes int64
 }
 
 // Append adds one frame made of up to three parts (control line, body, trailer) atomically.
@@ -52,6 +55,16 @@ type Queue struct {
 // scheduled). When the bound would be exceeded nothing is appended, the queue is marked slow
 // and ErrSlowConsumer is returned together with schedule=true once, so the owner closes it.
 func (q *Queue) Append(a, b, c []byte, max int64) (pending int64, schedule bool, err error) {
+	return q.append(a, b, c, max, false)
+}
+
+// AppendMsg is Append for a delivered message whose payload is b: it also counts the message
+// and its payload bytes (see Counts).
+func (q *Queue) AppendMsg(a, b, c []byte, max int64) (pending int64, schedule bool, err error) {
+	return q.append(a, b, c, max, true)
+}
+
+func (q *Queue) append(a, b, c []byte, max int64, msg bool) (pending int64, schedule bool, err error) {
 	n := int64(len(a) + len(b) + len(c))
 	q.mu.Lock()
 	if q.slow {
@@ -70,6 +83,10 @@ func (q *Queue) Append(a, b, c []byte, max int64) (pending int64, schedule bool,
 	q.write(b)
 	q.write(c)
 	q.queued += n
+	if msg {
+		q.msgs++
+		q.bytes += int64(len(b))
+	}
 	schedule = !q.sched
 	q.sched = true
 	q.mu.Unlock()
@@ -124,6 +141,14 @@ func (q *Queue) Pending() int64 {
 	n := q.queued
 	q.mu.Unlock()
 	return n + q.sock.Load()
+}
+
+// Counts reports the messages and payload bytes appended with AppendMsg so far.
+func (q *Queue) Counts() (msgs, bytes int64) {
+	q.mu.Lock()
+	msgs, bytes = q.msgs, q.bytes
+	q.mu.Unlock()
+	return msgs, bytes
 }
 
 // Reset drops everything queued (the connection is gone) and marks the queue slow so late

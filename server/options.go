@@ -54,6 +54,14 @@ type Options struct {
 	// ReusePort gives each reactor its own SO_REUSEPORT listener (kernel-balanced accepts).
 	ReusePort bool
 
+	// Monitoring: HTTPPort 0 = off, -1 = random; HTTPHost defaults to Host. HTTPSPort is
+	// accepted but needs TLS (not built yet). ProfPort serves Go's pprof on its own port.
+	HTTPHost     string
+	HTTPPort     int
+	HTTPSPort    int
+	HTTPBasePath string
+	ProfPort     int
+
 	LogFile string
 	Logtime bool
 	Debug   bool
@@ -99,6 +107,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.LameDuckDuration == 0 {
 		o.LameDuckDuration = DefaultLameDuckDuration
+	}
+	if o.HTTPHost == "" {
+		o.HTTPHost = o.Host
 	}
 	if o.LameDuckGracePeriod == 0 {
 		o.LameDuckGracePeriod = DefaultLameDuckGrace

@@ -42,6 +42,7 @@ type Server struct {
 	log   *Logger
 	eng   *loop.Engine
 	start time.Time
+	mon   *monitor
 
 	mu       sync.Mutex
 	running  bool
@@ -133,6 +134,14 @@ func (s *Server) Start() error {
 			return fmt.Errorf("could not write pidfile: %v", err)
 		}
 	}
+	if err := s.startMonitoring(); err != nil {
+		s.stopMonitoring()
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+		eng.Stop()
+		return err
+	}
 	if !o.NoSigs {
 		s.handleSignals()
 	}
@@ -170,6 +179,7 @@ func (s *Server) Shutdown() {
 	}
 	s.running = false
 	s.mu.Unlock()
+	s.stopMonitoring()
 	s.eng.Stop()
 	if s.opts.PidFile != "" {
 		_ = os.Remove(s.opts.PidFile)

@@ -1,0 +1,252 @@
+package loop
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// MaxClosedConns is how many closed connections /connz?state=closed remembers, as nats-server.
+const MaxClosedConns = 10000
+
+// ConnSnapshot is one connection's figures for monitoring, taken on its reactor.
+type ConnSnapshot struct {
+	CID                                uint64
+	IP                                 string
+	Port                               int
+	Start, Last, Stop                  time.Time // Stop is zero while open
+	Reason                             string
+	RTT                                time.Duration
+	Pending                            int64
+	InMsgs, InBytes, OutMsgs, OutBytes int64
+	Stalls                             int64
+	NumSubs                            int
+	Name, Lang, Version                string
+	Subs                               []SubSnapshot // only when asked for (always kept for closed)
+}
+
+// SubSnapshot is one subscription's figures.
+type SubSnapshot struct {
+	Subject, Queue, Sid string
+	Msgs, Max           int64
+	CID                 uint64
+}
+
+// ConnsQuery selects what Conns gathers.
+type ConnsQuery struct {
+	CID  uint64 // only this connection when non-zero
+	Subs bool   // fill Subs
+	// ProbeRTT sends a PING to connections with no round-trip time yet (clients that named
+	// their language), as nats-server does when /connz is asked.
+	ProbeRTT bool
+}
+
+// SubStats are the interest graph's figures for /subsz.
+type SubStats struct {
+	Subscriptions int
+	Cache         int    // subjects held in the reactors' L1 caches
+	Inserts       uint64 // subscriptions ever added
+	Matches       uint64 // subject lookups (one per publish)
+}
+
+// runOnReactors runs fn on each reactor's own goroutine, one after another, and returns once
+// every reactor that accepted the task has run it (or the engine stopped).
+func (e *Engine) runOnReactors(fn func(r *reactor)) {
+	for _, r := range e.reactorsSnapshot() {
+		done := make(chan struct{})
+		err := r.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			fn(r)
+			close(done)
+			return nil
+		}))
+		if err != nil {
+			continue
+		}
+		select {
+		case <-done:
+		case <-e.done:
+			return
+		case <-time.After(5 * time.Second):
+			// A reactor that cannot run a task for this long is shutting down.
+		}
+	}
+}
+
+func (c *client) subsSnapshot(all bool) (n int, list []SubSnapshot) {
+	for _, s := range c.subs {
+		if s.gone.Load() {
+			continue
+		}
+		n++
+		if all {
+			list = append(list, s.snapshot())
+		}
+	}
+	return n, list
+}
+
+func (s *sub) snapshot() SubSnapshot {
+	return SubSnapshot{
+		Subject: s.subject,
+		Queue:   s.queue,
+		Sid:     string(s.sid),
+		Msgs:    s.delivered.Load(),
+		Max:     s.max.Load(),
+		CID:     s.c.cid,
+	}
+}
+
+// snapshot reads c's figures; it runs on c's reactor.
+func (c *client) snapshot(subs bool) *ConnSnapshot {
+	cs := &ConnSnapshot{
+		CID:     c.cid,
+		IP:      c.ip,
+		Port:    c.port,
+		Start:   time.Unix(0, c.start),
+		Last:    time.Unix(0, c.last),
+		RTT:     time.Duration(c.rtt),
+		Pending: c.out.Pending(),
+		InMsgs:  c.inMsgs,
+		InBytes: c.inBytes,
+		Stalls:  c.stalls,
+		Name:    c.name,
+		Lang:    c.lang,
+		Version: c.version,
+	}
+	cs.OutMsgs, cs.OutBytes = c.out.Counts()
+	cs.NumSubs, cs.Subs = c.subsSnapshot(subs)
+	return cs
+}
+
+// Conns snapshots the open connections, each on its own reactor.
+func (e *Engine) Conns(q ConnsQuery) []*ConnSnapshot {
+	var mu sync.Mutex
+	var out []*ConnSnapshot
+	e.runOnReactors(func(r *reactor) {
+		var local []*ConnSnapshot
+		probed := false
+		for c := range r.clients {
+			if c.closed || (q.CID != 0 && c.cid != q.CID) {
+				continue
+			}
+			local = append(local, c.snapshot(q.Subs))
+			if q.ProbeRTT && c.rtt == 0 && c.rttStart == 0 && c.lang != "" && c.connected && !c.closing {
+				c.rttStart = time.Now().UnixNano()
+				c.pingsOut++
+				c.send(pingLine)
+				probed = true
+			}
+		}
+		if probed {
+			r.endBatch()
+		}
+		mu.Lock()
+		out = append(out, local...)
+		mu.Unlock()
+	})
+	return out
+}
+
+// Subs lists every live subscription (gathered on the reactors that own them).
+func (e *Engine) Subs() []SubSnapshot {
+	var mu sync.Mutex
+	var out []SubSnapshot
+	e.runOnReactors(func(r *reactor) {
+		var local []SubSnapshot
+		for c := range r.clients {
+			_, l := c.subsSnapshot(true)
+			local = append(local, l...)
+		}
+		mu.Lock()
+		out = append(out, local...)
+		mu.Unlock()
+	})
+	return out
+}
+
+// MatchSubs lists the subscriptions a publish on subject would reach (every member of each
+// queue group).
+func (e *Engine) MatchSubs(subject string) []SubSnapshot {
+	res := e.subs.Match([]byte(subject))
+	var out []SubSnapshot
+	for _, s := range res.Plain {
+		if !s.gone.Load() {
+			out = append(out, s.snapshot())
+		}
+	}
+	for _, g := range res.Queues {
+		for _, s := range g {
+			if !s.gone.Load() {
+				out = append(out, s.snapshot())
+			}
+		}
+	}
+	return out
+}
+
+// SubStats gathers the interest graph's figures.
+func (e *Engine) SubStats() SubStats {
+	st := SubStats{Subscriptions: e.subs.Count(), Inserts: e.subInserts.Load()}
+	var mu sync.Mutex
+	e.runOnReactors(func(r *reactor) {
+		n := r.cache.Len()
+		mu.Lock()
+		st.Cache += n
+		mu.Unlock()
+	})
+	for _, r := range e.reactorsSnapshot() {
+		st.Matches += r.stats.inMsgs.Load()
+	}
+	return st
+}
+
+// ClosedConns returns the remembered closed connections, oldest first.
+func (e *Engine) ClosedConns() []*ConnSnapshot { return e.closed.list() }
+
+// closedSnapshot captures c as it closes (on its reactor, before its subscriptions go).
+func (e *Engine) closedSnapshot(c *client) *ConnSnapshot {
+	cs := c.snapshot(true)
+	cs.Pending = 0
+	return cs
+}
+
+func (e *Engine) addClosed(cs *ConnSnapshot, reason string) {
+	cs.Stop = time.Now()
+	cs.Reason = reason
+	e.closed.add(cs)
+}
+
+// closedRing keeps the last MaxClosedConns closed connections.
+type closedRing struct {
+	mu   sync.Mutex
+	buf  []*ConnSnapshot
+	next int
+	full bool
+}
+
+func (r *closedRing) add(cs *ConnSnapshot) {
+	r.mu.Lock()
+	if r.buf == nil {
+		r.buf = make([]*ConnSnapshot, MaxClosedConns)
+	}
+	r.buf[r.next] = cs
+	r.next++
+	if r.next == len(r.buf) {
+		r.next = 0
+		r.full = true
+	}
+	r.mu.Unlock()
+}
+
+func (r *closedRing) list() []*ConnSnapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.full {
+		return append([]*ConnSnapshot(nil), r.buf[:r.next]...)
+	}
+	out := make([]*ConnSnapshot, 0, len(r.buf))
+	out = append(out, r.buf[r.next:]...)
+	return append(out, r.buf[:r.next]...)
+}

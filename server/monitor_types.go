@@ -1,0 +1,421 @@
+package server
+
+import "time"
+
+// The JSON shapes of nats-server's monitoring endpoints (see shared/reference/monitoring.md).
+// Field names, types and omitempty behaviour are part of the contract: tools decode them.
+
+// Varz is /varz.
+type Varz struct {
+	ID                   string            `json:"server_id"`
+	Name                 string            `json:"server_name"`
+	Version              string            `json:"version"`
+	Proto                int               `json:"proto"`
+	GitCommit            string            `json:"git_commit,omitempty"`
+	GoVersion            string            `json:"go"`
+	Host                 string            `json:"host"`
+	Port                 int               `json:"port"`
+	AuthRequired         bool              `json:"auth_required,omitempty"`
+	TLSRequired          bool              `json:"tls_required,omitempty"`
+	TLSVerify            bool              `json:"tls_verify,omitempty"`
+	TLSOCSPPeerVerify    bool              `json:"tls_ocsp_peer_verify,omitempty"`
+	IP                   string            `json:"ip,omitempty"`
+	ClientConnectURLs    []string          `json:"connect_urls,omitempty"`
+	WSConnectURLs        []string          `json:"ws_connect_urls,omitempty"`
+	MaxConn              int               `json:"max_connections"`
+	MaxSubs              int               `json:"max_subscriptions,omitempty"`
+	PingInterval         time.Duration     `json:"ping_interval"`
+	MaxPingsOut          int               `json:"ping_max"`
+	HTTPHost             string            `json:"http_host"`
+	HTTPPort             int               `json:"http_port"`
+	HTTPBasePath         string            `json:"http_base_path"`
+	HTTPSPort            int               `json:"https_port"`
+	AuthTimeout          float64           `json:"auth_timeout"`
+	MaxControlLine       int32             `json:"max_control_line"`
+	MaxPayload           int               `json:"max_payload"`
+	MaxPending           int64             `json:"max_pending"`
+	Cluster              ClusterOptsVarz   `json:"cluster"`
+	Gateway              GatewayOptsVarz   `json:"gateway"`
+	LeafNode             LeafNodeOptsVarz  `json:"leaf"`
+	MQTT                 MQTTOptsVarz      `json:"mqtt"`
+	Websocket            WebsocketOptsVarz `json:"websocket"`
+	JetStream            JetStreamVarz     `json:"jetstream"`
+	TLSTimeout           float64           `json:"tls_timeout"`
+	WriteDeadline        time.Duration     `json:"write_deadline"`
+	WriteTimeout         string            `json:"write_timeout,omitempty"`
+	Start                time.Time         `json:"start"`
+	Now                  time.Time         `json:"now"`
+	Uptime               string            `json:"uptime"`
+	Mem                  int64             `json:"mem"`
+	Cores                int               `json:"cores"`
+	MaxProcs             int               `json:"gomaxprocs"`
+	MemLimit             int64             `json:"gomemlimit,omitempty"`
+	CPU                  float64           `json:"cpu"`
+	Connections          int               `json:"connections"`
+	TotalConnections     uint64            `json:"total_connections"`
+	Routes               int               `json:"routes"`
+	Remotes              int               `json:"remotes"`
+	Leafs                int               `json:"leafnodes"`
+	InMsgs               int64             `json:"in_msgs"`
+	InBytes              int64             `json:"in_bytes"`
+	InClientMsgs         int64             `json:"in_client_msgs"`
+	InClientBytes        int64             `json:"in_client_bytes"`
+	OutMsgs              int64             `json:"out_msgs"`
+	OutBytes             int64             `json:"out_bytes"`
+	OutClientMsgs        int64             `json:"out_client_msgs"`
+	OutClientBytes       int64             `json:"out_client_bytes"`
+	SlowConsumers        int64             `json:"slow_consumers"`
+	StaleConnections     int64             `json:"stale_connections"`
+	StalledClients       int64             `json:"stalled_clients"`
+	Subscriptions        uint32            `json:"subscriptions"`
+	HTTPReqStats         map[string]uint64 `json:"http_req_stats"`
+	ConfigLoadTime       time.Time         `json:"config_load_time"`
+	ConfigDigest         string            `json:"config_digest"`
+	Tags                 []string          `json:"tags,omitempty"`
+	Metadata             map[string]string `json:"metadata,omitempty"`
+	FeatureFlags         map[string]bool   `json:"feature_flags,omitempty"`
+	SystemAccount        string            `json:"system_account,omitempty"`
+	PinnedAccountFail    uint64            `json:"pinned_account_fails,omitempty"`
+	SlowConsumersStats   *KindCounts       `json:"slow_consumer_stats"`
+	StaleConnectionStats *KindCounts       `json:"stale_connection_stats,omitempty"`
+	DiskIOWaitStats      *DiskIOWaitStats  `json:"disk_io_wait_stats"`
+	TLSCertNotAfter      time.Time         `json:"tls_cert_not_after,omitzero"`
+	Proxies              *struct{}         `json:"proxies,omitempty"`
+	OCSPResponseCache    *struct{}         `json:"ocsp_peer_cache,omitempty"`
+	TrustedOperatorsJwt  []string          `json:"trusted_operators_jwt,omitempty"`
+	TrustedOperatorsClm  []map[string]any  `json:"trusted_operators_claim,omitempty"`
+}
+
+// ClusterOptsVarz is /varz "cluster" (empty until clustering exists).
+type ClusterOptsVarz struct {
+	Name          string        `json:"name,omitempty"`
+	Host          string        `json:"addr,omitempty"`
+	Port          int           `json:"cluster_port,omitempty"`
+	AuthTimeout   float64       `json:"auth_timeout,omitempty"`
+	URLs          []string      `json:"urls,omitempty"`
+	TLSTimeout    float64       `json:"tls_timeout,omitempty"`
+	TLSRequired   bool          `json:"tls_required,omitempty"`
+	TLSVerify     bool          `json:"tls_verify,omitempty"`
+	PoolSize      int           `json:"pool_size,omitempty"`
+	WriteDeadline time.Duration `json:"write_deadline,omitempty"`
+	WriteTimeout  string        `json:"write_timeout,omitempty"`
+}
+
+// GatewayOptsVarz is /varz "gateway".
+type GatewayOptsVarz struct {
+	Name           string        `json:"name,omitempty"`
+	Host           string        `json:"host,omitempty"`
+	Port           int           `json:"port,omitempty"`
+	AuthTimeout    float64       `json:"auth_timeout,omitempty"`
+	TLSTimeout     float64       `json:"tls_timeout,omitempty"`
+	TLSRequired    bool          `json:"tls_required,omitempty"`
+	TLSVerify      bool          `json:"tls_verify,omitempty"`
+	Advertise      string        `json:"advertise,omitempty"`
+	ConnectRetries int           `json:"connect_retries,omitempty"`
+	Gateways       []any         `json:"gateways,omitempty"`
+	RejectUnknown  bool          `json:"reject_unknown,omitempty"`
+	WriteDeadline  time.Duration `json:"write_deadline,omitempty"`
+	WriteTimeout   string        `json:"write_timeout,omitempty"`
+}
+
+// LeafNodeOptsVarz is /varz "leaf".
+type LeafNodeOptsVarz struct {
+	Host          string        `json:"host,omitempty"`
+	Port          int           `json:"port,omitempty"`
+	AuthTimeout   float64       `json:"auth_timeout,omitempty"`
+	TLSTimeout    float64       `json:"tls_timeout,omitempty"`
+	TLSRequired   bool          `json:"tls_required,omitempty"`
+	TLSVerify     bool          `json:"tls_verify,omitempty"`
+	Remotes       []any         `json:"remotes,omitempty"`
+	WriteDeadline time.Duration `json:"write_deadline,omitempty"`
+	WriteTimeout  string        `json:"write_timeout,omitempty"`
+}
+
+// MQTTOptsVarz is /varz "mqtt".
+type MQTTOptsVarz struct {
+	Host          string        `json:"host,omitempty"`
+	Port          int           `json:"port,omitempty"`
+	NoAuthUser    string        `json:"no_auth_user,omitempty"`
+	AuthTimeout   float64       `json:"auth_timeout,omitempty"`
+	TLSMap        bool          `json:"tls_map,omitempty"`
+	TLSTimeout    float64       `json:"tls_timeout,omitempty"`
+	JsDomain      string        `json:"js_domain,omitempty"`
+	AckWait       time.Duration `json:"ack_wait,omitempty"`
+	MaxAckPending uint16        `json:"max_ack_pending,omitempty"`
+}
+
+// WebsocketOptsVarz is /varz "websocket".
+type WebsocketOptsVarz struct {
+	Host             string        `json:"host,omitempty"`
+	Port             int           `json:"port,omitempty"`
+	Advertise        string        `json:"advertise,omitempty"`
+	NoAuthUser       string        `json:"no_auth_user,omitempty"`
+	JWTCookie        string        `json:"jwt_cookie,omitempty"`
+	HandshakeTimeout time.Duration `json:"handshake_timeout,omitempty"`
+	AuthTimeout      float64       `json:"auth_timeout,omitempty"`
+	NoTLS            bool          `json:"no_tls,omitempty"`
+	TLSMap           bool          `json:"tls_map,omitempty"`
+	SameOrigin       bool          `json:"same_origin,omitempty"`
+	AllowedOrigins   []string      `json:"allowed_origins,omitempty"`
+	Compression      bool          `json:"compression,omitempty"`
+}
+
+// JetStreamVarz is /varz "jetstream" (empty while JetStream is off).
+type JetStreamVarz struct {
+	Config *JetStreamConfig `json:"config,omitempty"`
+	Stats  *JetStreamStats  `json:"stats,omitempty"`
+}
+
+// KindCounts are per-connection-kind counters (slow_consumer_stats, stale_connection_stats).
+type KindCounts struct {
+	Clients  uint64 `json:"clients"`
+	Routes   uint64 `json:"routes"`
+	Gateways uint64 `json:"gateways"`
+	Leafs    uint64 `json:"leafs"`
+}
+
+// DiskIOWaitStats is /varz "disk_io_wait_stats".
+type DiskIOWaitStats struct {
+	Waiters     int64  `json:"waiters"`
+	Waits       uint64 `json:"waits"`
+	WaitTime    uint64 `json:"wait_time"`
+	MaxWaitTime uint64 `json:"max_wait_time"`
+}
+
+// Connz is /connz.
+type Connz struct {
+	ID       string      `json:"server_id"`
+	Now      time.Time   `json:"now"`
+	NumConns int         `json:"num_connections"`
+	Total    int         `json:"total"`
+	Offset   int         `json:"offset"`
+	Limit    int         `json:"limit"`
+	Conns    []*ConnInfo `json:"connections"`
+}
+
+// ConnInfo is one /connz connection.
+type ConnInfo struct {
+	Cid            uint64      `json:"cid"`
+	Kind           string      `json:"kind,omitempty"`
+	Type           string      `json:"type,omitempty"`
+	IP             string      `json:"ip"`
+	Port           int         `json:"port"`
+	Start          time.Time   `json:"start"`
+	LastActivity   time.Time   `json:"last_activity"`
+	Stop           *time.Time  `json:"stop,omitempty"`
+	Reason         string      `json:"reason,omitempty"`
+	RTT            string      `json:"rtt,omitempty"`
+	Uptime         string      `json:"uptime"`
+	Idle           string      `json:"idle"`
+	Pending        int         `json:"pending_bytes"`
+	InMsgs         int64       `json:"in_msgs"`
+	OutMsgs        int64       `json:"out_msgs"`
+	InBytes        int64       `json:"in_bytes"`
+	OutBytes       int64       `json:"out_bytes"`
+	Stalls         int64       `json:"stalls,omitempty"`
+	NumSubs        uint32      `json:"subscriptions"`
+	Name           string      `json:"name,omitempty"`
+	Lang           string      `json:"lang,omitempty"`
+	Version        string      `json:"version,omitempty"`
+	TLSVersion     string      `json:"tls_version,omitempty"`
+	TLSCipher      string      `json:"tls_cipher_suite,omitempty"`
+	TLSFirst       bool        `json:"tls_first,omitempty"`
+	AuthorizedUser string      `json:"authorized_user,omitempty"`
+	Account        string      `json:"account,omitempty"`
+	Subs           []string    `json:"subscriptions_list,omitempty"`
+	SubsDetail     []SubDetail `json:"subscriptions_list_detail,omitempty"`
+	JWT            string      `json:"jwt,omitempty"`
+	IssuerKey      string      `json:"issuer_key,omitempty"`
+	NameTag        string      `json:"name_tag,omitempty"`
+	Tags           []string    `json:"tags,omitempty"`
+	MQTTClient     string      `json:"mqtt_client,omitempty"`
+
+	rtt time.Duration // for sorting
+}
+
+// SubDetail is one subscription in /connz and /subsz.
+type SubDetail struct {
+	Account    string `json:"account,omitempty"`
+	AccountTag string `json:"account_tag,omitempty"`
+	Subject    string `json:"subject"`
+	Queue      string `json:"qgroup,omitempty"`
+	Sid        string `json:"sid"`
+	Msgs       int64  `json:"msgs"`
+	Max        int64  `json:"max,omitempty"`
+	Cid        uint64 `json:"cid"`
+}
+
+// SublistStats are the interest graph's figures, inlined in /subsz.
+type SublistStats struct {
+	NumSubs      uint32  `json:"num_subscriptions"`
+	NumCache     uint32  `json:"num_cache"`
+	NumInserts   uint64  `json:"num_inserts"`
+	NumRemoves   uint64  `json:"num_removes"`
+	NumMatches   uint64  `json:"num_matches"`
+	CacheHitRate float64 `json:"cache_hit_rate"`
+	MaxFanout    uint32  `json:"max_fanout"`
+	AvgFanout    float64 `json:"avg_fanout"`
+}
+
+// Subsz is /subsz.
+type Subsz struct {
+	ID  string    `json:"server_id"`
+	Now time.Time `json:"now"`
+	*SublistStats
+	Total  int         `json:"total"`
+	Offset int         `json:"offset"`
+	Limit  int         `json:"limit"`
+	Subs   []SubDetail `json:"subscriptions_list,omitempty"`
+}
+
+// Routez is /routez (no routes until clustering exists).
+type Routez struct {
+	ID        string    `json:"server_id"`
+	Name      string    `json:"server_name"`
+	Now       time.Time `json:"now"`
+	NumRoutes int       `json:"num_routes"`
+	Routes    []any     `json:"routes"`
+}
+
+// Gatewayz is /gatewayz.
+type Gatewayz struct {
+	ID               string           `json:"server_id"`
+	Now              time.Time        `json:"now"`
+	Name             string           `json:"name,omitempty"`
+	Host             string           `json:"host,omitempty"`
+	Port             int              `json:"port,omitempty"`
+	OutboundGateways map[string]any   `json:"outbound_gateways"`
+	InboundGateways  map[string][]any `json:"inbound_gateways"`
+}
+
+// Leafz is /leafz.
+type Leafz struct {
+	ID       string    `json:"server_id"`
+	Now      time.Time `json:"now"`
+	NumLeafs int       `json:"leafnodes"`
+	Leafs    []any     `json:"leafs"`
+}
+
+// Accountz is /accountz.
+type Accountz struct {
+	ID            string       `json:"server_id"`
+	Now           time.Time    `json:"now"`
+	SystemAccount string       `json:"system_account,omitempty"`
+	Accounts      []string     `json:"accounts,omitempty"`
+	Account       *AccountInfo `json:"account_detail,omitempty"`
+}
+
+// AccountInfo is /accountz?acc=NAME.
+type AccountInfo struct {
+	AccountName string        `json:"account_name"`
+	LastUpdate  time.Time     `json:"update_time,omitempty"`
+	IsSystem    bool          `json:"is_system,omitempty"`
+	Expired     bool          `json:"expired"`
+	Complete    bool          `json:"complete"`
+	JetStream   bool          `json:"jetstream_enabled"`
+	LeafCnt     int           `json:"leafnode_connections"`
+	ClientCnt   int           `json:"client_connections"`
+	SubCnt      uint32        `json:"subscriptions"`
+	NameTag     string        `json:"name_tag,omitempty"`
+	Sublist     *SublistStats `json:"sublist_stats,omitempty"`
+}
+
+// AccountStatz is /accstatz.
+type AccountStatz struct {
+	ID       string         `json:"server_id"`
+	Now      time.Time      `json:"now"`
+	Accounts []*AccountStat `json:"account_statz"`
+}
+
+// AccountStat is one account's traffic.
+type AccountStat struct {
+	Account       string    `json:"acc"`
+	Name          string    `json:"name"`
+	Conns         int       `json:"conns"`
+	LeafNodes     int       `json:"leafnodes"`
+	TotalConns    int       `json:"total_conns"`
+	NumSubs       uint32    `json:"num_subscriptions"`
+	Sent          DataStats `json:"sent"`
+	Received      DataStats `json:"received"`
+	SlowConsumers int64     `json:"slow_consumers"`
+}
+
+// MsgBytes is a message and byte count.
+type MsgBytes struct {
+	Msgs  int64 `json:"msgs"`
+	Bytes int64 `json:"bytes"`
+}
+
+// DataStats is traffic in one direction, split by origin.
+type DataStats struct {
+	MsgBytes
+	Gateways *MsgBytes `json:"gateways,omitempty"`
+	Routes   *MsgBytes `json:"routes,omitempty"`
+	Leafs    *MsgBytes `json:"leafs,omitempty"`
+}
+
+// JetStreamConfig is the JetStream configuration as /jsz and /varz show it.
+type JetStreamConfig struct {
+	MaxMemory    int64         `json:"max_memory"`
+	MaxStore     int64         `json:"max_storage"`
+	StoreDir     string        `json:"store_dir,omitempty"`
+	SyncInterval time.Duration `json:"sync_interval,omitempty"`
+	SyncAlways   bool          `json:"sync_always,omitempty"`
+	Domain       string        `json:"domain,omitempty"`
+	CompressOK   bool          `json:"compress_ok,omitempty"`
+	UniqueTag    string        `json:"unique_tag,omitempty"`
+	Strict       bool          `json:"strict,omitempty"`
+}
+
+// JetStreamAPIStats are the JetStream API counters.
+type JetStreamAPIStats struct {
+	Level    int    `json:"level"`
+	Total    uint64 `json:"total"`
+	Errors   uint64 `json:"errors"`
+	Inflight uint64 `json:"inflight,omitempty"`
+}
+
+// JetStreamStats are JetStream's usage figures.
+type JetStreamStats struct {
+	Memory         uint64            `json:"memory"`
+	Store          uint64            `json:"storage"`
+	ReservedMemory uint64            `json:"reserved_memory"`
+	ReservedStore  uint64            `json:"reserved_storage"`
+	Accounts       int               `json:"accounts"`
+	HAAssets       int               `json:"ha_assets"`
+	API            JetStreamAPIStats `json:"api"`
+}
+
+// JSInfo is /jsz.
+type JSInfo struct {
+	JetStreamStats
+	ID              string          `json:"server_id"`
+	Now             time.Time       `json:"now"`
+	Disabled        bool            `json:"disabled,omitempty"`
+	Config          JetStreamConfig `json:"config"`
+	Streams         int             `json:"streams"`
+	StreamsLeader   int             `json:"streams_leader,omitempty"`
+	Consumers       int             `json:"consumers"`
+	ConsumersLeader int             `json:"consumers_leader,omitempty"`
+	Messages        uint64          `json:"messages"`
+	Bytes           uint64          `json:"bytes"`
+	AccountDetails  []any           `json:"account_details,omitempty"`
+	Total           int             `json:"total"`
+}
+
+// HealthStatus is /healthz.
+type HealthStatus struct {
+	Status     string         `json:"status"`
+	StatusCode int            `json:"status_code,omitempty"`
+	Error      string         `json:"error,omitempty"`
+	Errors     []HealthzError `json:"errors,omitempty"`
+}
+
+// HealthzError is one /healthz?details=true problem.
+type HealthzError struct {
+	Type     int    `json:"type"`
+	Account  string `json:"account,omitempty"`
+	Stream   string `json:"stream,omitempty"`
+	Consumer string `json:"consumer,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
