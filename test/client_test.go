@@ -550,7 +550,9 @@ func TestClientReconnect(t *testing.T) {
 		case <-time.After(2 * msgTimeout):
 			t.Fatal("no reconnect")
 		}
-		// the subscription was replayed on reconnect
+		// The subscription was replayed on reconnect; a round trip on nc makes sure the server
+		// has processed it before another connection publishes.
+		flush(t, nc)
 		p := connect(t, u)
 		_ = p.Publish("rc", []byte("after"))
 		flush(t, p)
