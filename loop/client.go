@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/natsd/natsd/outbound"
 	"github.com/natsd/natsd/parser"
 )
@@ -77,12 +75,12 @@ type connectOpts struct {
 // client is one connection's state machine. All fields but out (the queue other reactors
 // append to) and the atomics are touched only by the owning reactor.
 type client struct {
-	gc  gnet.Conn
-	r   *reactor
-	cid uint64
-	ip  string
-	out outbound.Queue
-	iov [][]byte
+	conn Conn
+	r    *reactor
+	cid  uint64
+	ip   string
+	out  outbound.Queue
+	iov  [][]byte
 
 	p    parser.Parser
 	op   parser.Op
@@ -124,11 +122,11 @@ type client struct {
 	tRounds      int32
 }
 
-// OnOpen greets a new connection with INFO, or refuses it when over max_connections.
-func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	r := e.reactorFor(gc.EventLoop())
-	c := &client{
-		gc:       gc,
+// open greets a new connection with INFO, or refuses it (ok=false: the driver writes the
+// greeting, if any, and closes) when over max_connections or going away. It runs on r.
+func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok bool) {
+	c = &client{
+		conn:     conn,
 		r:        r,
 		cid:      e.cid.Add(1),
 		verbose:  true,
@@ -139,7 +137,7 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c.p.MaxControlLine = e.cfg.MaxControlLine
 	c.p.MaxPayload = e.cfg.MaxPayload
 	c.p.NoHeaders = true // until CONNECT says headers:true
-	if a, ok := gc.RemoteAddr().(*net.TCPAddr); ok {
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
 		c.ip = a.IP.String()
 		c.port = a.Port
 	}
@@ -147,7 +145,7 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c.last = c.start
 	info := c.infoLine()
 	if e.lameDuck.Load() || e.stopping.Load() {
-		return nil, gnet.Close
+		return nil, nil, false
 	}
 	if n := e.conns.Add(1); e.cfg.MaxConn >= 0 && n > int64(e.cfg.MaxConn) {
 		e.conns.Add(-1)
@@ -155,18 +153,17 @@ func (e *Engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		if e.cfg.Log != nil {
 			e.cfg.Log.Errorf("%s - cid:%d - %s", c.ip, c.cid, closeMaxConns)
 		}
-		return info, gnet.Close
+		return nil, info, false
 	}
 	e.total.Add(1)
 	if e.cfg.Log != nil {
-		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection created", c.ip, remotePort(gc), c.cid)
+		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection created", c.ip, c.port, c.cid)
 	}
-	gc.SetContext(c)
 	r.clients[c] = struct{}{}
 	now := time.Now().UnixNano()
 	c.nextPing = now + int64(min(firstPingDelay, e.cfg.PingInterval))
 	c.rearm(now)
-	return info, gnet.None
+	return c, info, true
 }
 
 func (c *client) infoLine() []byte {
@@ -188,9 +185,9 @@ func (c *client) infoLine() []byte {
 func (c *client) traceIn(frame []byte) {
 	line, rest, _ := bytes.Cut(frame, []byte("\n"))
 	line = bytes.TrimRight(line, "\r")
-	c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- [%s]\"", c.ip, remotePort(c.gc), c.cid, line)
+	c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- [%s]\"", c.ip, c.port, c.cid, line)
 	if len(rest) > 0 {
-		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [%q]\"", c.ip, remotePort(c.gc), c.cid, bytes.TrimSuffix(rest, []byte("\r\n")))
+		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [%q]\"", c.ip, c.port, c.cid, bytes.TrimSuffix(rest, []byte("\r\n")))
 	}
 }
 
@@ -201,11 +198,10 @@ func (c *client) infoLDM() []byte {
 	return append(b[:i:i], append([]byte(`,"ldm":true`), b[i:]...)...)
 }
 
-// OnClose releases everything the connection held.
-func (e *Engine) OnClose(gc gnet.Conn, err error) gnet.Action {
-	c, ok := gc.Context().(*client)
-	if !ok || c.closed {
-		return gnet.None
+// connClosed releases everything the connection held; the driver calls it once, on c's reactor.
+func (e *Engine) connClosed(c *client) {
+	if c.closed {
+		return
 	}
 	c.closed = true
 	e.conns.Add(-1)
@@ -229,43 +225,33 @@ func (e *Engine) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}
 	e.addClosed(cc, c.reason)
 	if e.cfg.Log != nil {
-		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, remotePort(gc), c.cid, c.reason)
+		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, c.port, c.cid, c.reason)
 	}
-	return gnet.None
 }
 
-func remotePort(gc gnet.Conn) int {
-	if a, ok := gc.RemoteAddr().(*net.TCPAddr); ok {
-		return a.Port
-	}
-	return 0
-}
-
-// OnTraffic parses whatever is buffered, straight from gnet's inbound buffer. An op that has
-// not fully arrived stays in that buffer (not consumed) until the rest comes in.
-func (e *Engine) OnTraffic(gc gnet.Conn) gnet.Action {
-	c, ok := gc.Context().(*client)
-	if !ok {
-		return gnet.Close
-	}
+// traffic parses whatever is buffered, straight from the driver's inbound buffer. An op that
+// has not fully arrived stays in that buffer (not consumed) until the rest comes in. It reports
+// whether the driver must close the connection.
+func (e *Engine) traffic(c *client) (closeConn bool) {
+	conn := c.conn
 	if c.closing || c.closed {
-		_, _ = gc.Discard(-1)
-		return gnet.None
+		_, _ = conn.Discard(-1)
+		return false
 	}
 	if c.stalled {
 		if time.Now().UnixNano() < c.stallUntil {
-			return gnet.None
+			return false
 		}
 		c.stalled = false
 	}
 	if now := e.clock.Load(); now > c.last {
 		c.last = now
 	}
-	if c.need > 0 && gc.InboundBuffered() < c.need {
-		return gnet.None
+	if c.need > 0 && conn.InboundBuffered() < c.need {
+		return false
 	}
 	r := c.r
-	buf, _ := gc.Peek(-1)
+	buf, _ := conn.Peek(-1)
 	off := 0
 	var perr error
 	for off < len(buf) {
@@ -299,13 +285,13 @@ func (e *Engine) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	if off > 0 {
 		// gnet's Discard(0) drops everything buffered: only ever discard what was consumed.
-		_, _ = gc.Discard(off)
+		_, _ = conn.Discard(off)
 	}
 	r.endBatch()
 	if c.closing {
-		return gnet.Close
+		return true
 	}
-	return gnet.None
+	return false
 }
 
 // stall pauses parsing this publisher briefly: its targets are backed up, and waiting a
@@ -318,8 +304,8 @@ func (c *client) stall() {
 	c.stalls++
 	c.r.e.stalls.Add(1)
 	c.stallUntil = time.Now().Add(stallFor).UnixNano()
-	gc := c.gc
-	time.AfterFunc(stallFor, func() { _ = gc.Wake(nil) })
+	conn := c.conn
+	time.AfterFunc(stallFor, func() { _ = conn.Wake() })
 }
 
 // stallFor is how long a fast producer waits for its subscribers to drain.

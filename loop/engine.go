@@ -1,20 +1,14 @@
-// Package loop is natsd's network core: a gnet multi-reactor engine, one state per reactor
+// Package loop is natsd's network core: a multi-reactor engine (gnet by default), one state per reactor
 // (L1 match cache, flush lists, timer wheel) and the client connection state machine.
 // Nothing here blocks: disk and other slow work belongs to worker pools.
 package loop
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
-	"github.com/panjf2000/gnet/v2/pkg/logging"
-	"golang.org/x/sys/unix"
 
 	"github.com/natsd/natsd/sublist"
 )
@@ -34,6 +28,8 @@ type Config struct {
 	Port      int // -1 or 0: any free port
 	Reactors  int
 	ReusePort bool
+	// Engine picks the driver: "gnet" (default).
+	Engine string
 
 	MaxPayload     int
 	MaxControlLine int
@@ -78,18 +74,15 @@ type Stats struct {
 
 // Engine runs the reactors.
 type Engine struct {
-	gnet.BuiltinEventEngine
 	cfg    Config
 	subs   *sublist.Sublist[*sub]
-	eng    gnet.Engine
+	drv    driver
 	addr   *net.TCPAddr
-	boot   chan error
 	infoFn func(port int) (head, tail []byte)
 	done   chan struct{}
-	runErr error
 
 	mu       sync.Mutex
-	reactors map[gnet.EventLoop]*reactor
+	reactors map[any]*reactor
 	list     []*reactor
 	peers    atomic.Pointer[[]*reactor] // copy-on-write view of list for reactors
 
@@ -116,53 +109,37 @@ func New(cfg Config) *Engine {
 	return &Engine{
 		cfg:      cfg,
 		subs:     sublist.New[*sub](),
-		boot:     make(chan error, 1),
 		done:     make(chan struct{}),
-		reactors: make(map[gnet.EventLoop]*reactor),
+		reactors: make(map[any]*reactor),
 		stopTick: make(chan struct{}),
 	}
 }
 
 // Start listens and returns once the engine accepts connections.
 func (e *Engine) Start() error {
-	port := e.cfg.Port
-	if port < 0 {
-		port = 0
+	switch e.cfg.Engine {
+	case "", "gnet":
+		e.drv = &gnetDriver{e: e}
+	default:
+		return fmt.Errorf("unknown engine %q", e.cfg.Engine)
 	}
-	if e.cfg.ReusePort && port == 0 {
-		// Each reactor gets its own SO_REUSEPORT listener, which must share one concrete port.
-		p, err := freePort(e.cfg.Host)
-		if err != nil {
-			return err
-		}
-		port = p
-	}
-	proto := "tcp://" + net.JoinHostPort(e.cfg.Host, strconv.Itoa(port))
-	go func() {
-		err := gnet.Run(e, proto,
-			gnet.WithMulticore(true),
-			gnet.WithNumEventLoop(e.cfg.Reactors),
-			gnet.WithReusePort(e.cfg.ReusePort),
-			// As Go's net.Listen does: a restart must rebind while old connections sit in TIME_WAIT.
-			gnet.WithReuseAddr(true),
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithReadBufferCap(64*1024),
-			gnet.WithLoadBalancing(gnet.RoundRobin),
-			gnet.WithLogger(quietLogger{}),
-		)
-		e.runErr = err
-		select {
-		case e.boot <- err:
-		default:
-		}
-		close(e.done)
-	}()
-	if err := <-e.boot; err != nil {
+	addr, err := e.drv.start()
+	if err != nil {
 		return err
 	}
+	e.addr = addr
 	e.clock.Store(time.Now().UnixNano())
 	go e.ticker()
 	return nil
+}
+
+// listening records the bound address and builds the INFO template for it; drivers call it
+// once their listener is up, before the first accept.
+func (e *Engine) listening(addr *net.TCPAddr) {
+	e.addr = addr
+	if e.infoFn != nil {
+		e.cfg.Info, e.cfg.InfoTail = e.infoFn(addr.Port)
+	}
 }
 
 func freePort(host string) (int, error) {
@@ -172,36 +149,6 @@ func freePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// OnBoot learns the bound address (the port may have been picked by the kernel).
-func (e *Engine) OnBoot(eng gnet.Engine) gnet.Action {
-	e.eng = eng
-	fd, err := eng.Dup()
-	if err != nil {
-		e.boot <- err
-		return gnet.Shutdown
-	}
-	sa, err := unix.Getsockname(fd)
-	unix.Close(fd)
-	if err != nil {
-		e.boot <- err
-		return gnet.Shutdown
-	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		e.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	case *unix.SockaddrInet6:
-		e.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	default:
-		e.boot <- fmt.Errorf("unexpected listener address %T", sa)
-		return gnet.Shutdown
-	}
-	if e.infoFn != nil {
-		e.cfg.Info, e.cfg.InfoTail = e.infoFn(e.addr.Port)
-	}
-	e.boot <- nil
-	return gnet.None
 }
 
 // SetInfo installs the INFO template builder; it is given the bound port once listening.
@@ -216,13 +163,15 @@ func (e *Engine) Sublist() *sublist.Sublist[*sub] { return e.subs }
 // NumConns is the number of open client connections.
 func (e *Engine) NumConns() int64 { return e.conns.Load() }
 
-func (e *Engine) reactorFor(el gnet.EventLoop) *reactor {
+// reactorFor returns the reactor state for a driver's event loop, creating it on first use
+// (gnet does not list its loops up front).
+func (e *Engine) reactorFor(key any, ex Executor) *reactor {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := e.reactors[el]
+	r := e.reactors[key]
 	if r == nil {
-		r = newReactor(e, el, len(e.list))
-		e.reactors[el] = r
+		r = newReactor(e, ex, len(e.list))
+		e.reactors[key] = r
 		e.list = append(e.list, r)
 		peers := append([]*reactor(nil), e.list...)
 		e.peers.Store(&peers)
@@ -250,7 +199,7 @@ func (e *Engine) ticker() {
 		case now := <-t.C:
 			e.clock.Store(now.UnixNano())
 			for _, r := range e.reactorsSnapshot() {
-				_ = r.el.Execute(context.Background(), r.tickTask)
+				_ = r.ex.Execute(r.tickTask)
 			}
 		}
 	}
@@ -281,13 +230,13 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	if !e.lameDuck.CompareAndSwap(false, true) {
 		return
 	}
-	all := e.onEachReactor(func(r *reactor) []gnet.Conn {
-		var cs []gnet.Conn
+	all := e.onEachReactor(func(r *reactor) []Conn {
+		var cs []Conn
 		for c := range r.clients {
 			if c.protocol >= 1 {
 				c.send(c.infoLDM())
 			}
-			cs = append(cs, c.gc)
+			cs = append(cs, c.conn)
 		}
 		r.endBatch()
 		return cs
@@ -308,14 +257,11 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 }
 
 // onEachReactor runs fn on every reactor's own goroutine and gathers what it returns.
-func (e *Engine) onEachReactor(fn func(r *reactor) []gnet.Conn) []gnet.Conn {
-	var all []gnet.Conn
+func (e *Engine) onEachReactor(fn func(r *reactor) []Conn) []Conn {
+	var all []Conn
 	for _, r := range e.reactorsSnapshot() {
-		ch := make(chan []gnet.Conn, 1)
-		err := r.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-			ch <- fn(r)
-			return nil
-		}))
+		ch := make(chan []Conn, 1)
+		err := r.ex.Execute(func() { ch <- fn(r) })
 		if err == nil {
 			all = append(all, <-ch...)
 		}
@@ -330,21 +276,11 @@ func (e *Engine) Stop() {
 		return
 	}
 	close(e.stopTick)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = e.eng.Stop(ctx)
-	<-e.done
+	if e.drv != nil {
+		e.drv.stop()
+	}
+	close(e.done)
 }
 
 // Done is closed when the engine has stopped.
 func (e *Engine) Done() <-chan struct{} { return e.done }
-
-type quietLogger struct{}
-
-func (quietLogger) Debugf(string, ...any) {}
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Warnf(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(string, ...any) {}
-
-var _ logging.Logger = quietLogger{}

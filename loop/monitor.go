@@ -1,11 +1,8 @@
 package loop
 
 import (
-	"context"
 	"sync"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 )
 
 // MaxClosedConns is how many closed connections /connz?state=closed remembers, as nats-server.
@@ -56,11 +53,10 @@ type SubStats struct {
 func (e *Engine) runOnReactors(fn func(r *reactor)) {
 	for _, r := range e.reactorsSnapshot() {
 		done := make(chan struct{})
-		err := r.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		err := r.ex.Execute(func() {
 			fn(r)
 			close(done)
-			return nil
-		}))
+		})
 		if err != nil {
 			continue
 		}

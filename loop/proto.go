@@ -58,7 +58,7 @@ func (c *client) sendFrame(a, b, d []byte) {
 		return
 	}
 	if c.r.e.cfg.Trace {
-		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"->> [%s]\"", c.ip, remotePort(c.gc), c.cid, bytes.TrimRight(a, "\r\n"))
+		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"->> [%s]\"", c.ip, c.port, c.cid, bytes.TrimRight(a, "\r\n"))
 	}
 	_, sched, err := c.out.Append(a, b, d, 0)
 	if sched || err != nil {
@@ -364,15 +364,15 @@ func (c *client) flush() {
 		return
 	}
 	if len(bufs) > 0 {
-		_, _ = c.gc.Writev(bufs)
+		_, _ = c.conn.Writev(bufs)
 		outbound.Release(bufs)
 	}
 	c.iov = bufs[:0]
 	if c.closing {
-		_ = c.gc.Close()
+		_ = c.conn.Close()
 		return
 	}
-	n := c.gc.OutboundBuffered()
+	n := c.conn.OutboundBuffered()
 	c.out.SetSocketPending(n)
 	if n > 0 {
 		if c.blockedSince == 0 {
@@ -397,7 +397,7 @@ func (c *client) slowConsumer(reason string) {
 	}
 	c.closing = true
 	c.reason = reason
-	_ = c.gc.Close()
+	_ = c.conn.Close()
 }
 
 // onTimer runs when c's wheel slot comes up: auth timeout, then keepalive.

@@ -1,12 +1,9 @@
 package loop
 
 import (
-	"context"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 
 	"github.com/natsd/natsd/outbound"
 	"github.com/natsd/natsd/sublist"
@@ -15,11 +12,11 @@ import (
 // l1Size bounds each reactor's match cache.
 const l1Size = 4096
 
-// reactor is the state one gnet event loop owns. Only its goroutine touches the non-atomic
+// reactor is the state one event loop owns. Only its goroutine touches the non-atomic
 // fields, so the per-message path takes no lock except the target queue's.
 type reactor struct {
 	e     *Engine
-	el    gnet.EventLoop
+	ex    Executor
 	idx   int
 	cache *sublist.Cache[*sub]
 
@@ -41,8 +38,8 @@ type reactor struct {
 	scratch []byte // control-line builder for deliveries
 	rng     *rand.PCG
 
-	wakeTask gnet.Runnable
-	tickTask gnet.Runnable
+	wakeTask func()
+	tickTask func()
 
 	stats struct {
 		inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
@@ -50,10 +47,10 @@ type reactor struct {
 	}
 }
 
-func newReactor(e *Engine, el gnet.EventLoop, idx int) *reactor {
+func newReactor(e *Engine, ex Executor, idx int) *reactor {
 	r := &reactor{
 		e:       e,
-		el:      el,
+		ex:      ex,
 		idx:     idx,
 		cache:   sublist.NewCache(e.subs, l1Size),
 		wheel:   newWheel(int64(tickEvery), time.Now().UnixNano()),
@@ -62,8 +59,8 @@ func newReactor(e *Engine, el gnet.EventLoop, idx int) *reactor {
 		scratch: make([]byte, 0, 512),
 		rng:     rand.NewPCG(uint64(time.Now().UnixNano()), uint64(idx)),
 	}
-	r.wakeTask = gnet.RunnableFunc(func(context.Context) error { r.onWake(); return nil })
-	r.tickTask = gnet.RunnableFunc(func(context.Context) error { r.onTick(time.Now()); return nil })
+	r.wakeTask = r.onWake
+	r.tickTask = func() { r.onTick(time.Now()) }
 	return r
 }
 
@@ -103,7 +100,7 @@ func (r *reactor) endBatch() {
 		}
 		t := peers[i]
 		if t.inbox.Add(list) {
-			if err := t.el.Execute(context.Background(), t.wakeTask); err != nil {
+			if err := t.ex.Execute(t.wakeTask); err != nil {
 				t.inbox.Drain(nil)
 			}
 		}
@@ -128,7 +125,7 @@ func (r *reactor) onTick(now time.Time) {
 	ns := now.UnixNano()
 	r.wheel.advance(ns, func(c *client) { c.onTimer(ns) })
 	for c := range r.backlog {
-		n := c.gc.OutboundBuffered()
+		n := c.conn.OutboundBuffered()
 		c.out.SetSocketPending(n)
 		if n == 0 {
 			c.blockedSince = 0

@@ -1,0 +1,162 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
+	"golang.org/x/sys/unix"
+)
+
+// gnetDriver runs the engine on gnet's event loops: each gnet loop is one reactor, and the
+// parser reads straight from gnet's inbound buffer.
+type gnetDriver struct {
+	gnet.BuiltinEventEngine
+	e    *Engine
+	eng  gnet.Engine
+	boot chan error
+	done chan struct{}
+}
+
+// gnetConn adapts gnet.Conn to Conn.
+type gnetConn struct {
+	gnet.Conn
+	c *client
+}
+
+func (g *gnetConn) Wake() error { return g.Conn.Wake(nil) }
+
+// gnetLoop adapts a gnet event loop to Executor.
+type gnetLoop struct{ el gnet.EventLoop }
+
+func (l gnetLoop) Execute(task func()) error {
+	return l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		task()
+		return nil
+	}))
+}
+
+func (d *gnetDriver) start() (*net.TCPAddr, error) {
+	cfg := &d.e.cfg
+	d.boot = make(chan error, 1)
+	d.done = make(chan struct{})
+	port := cfg.Port
+	if port < 0 {
+		port = 0
+	}
+	if cfg.ReusePort && port == 0 {
+		// Each reactor gets its own SO_REUSEPORT listener, which must share one concrete port.
+		p, err := freePort(cfg.Host)
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	}
+	proto := "tcp://" + net.JoinHostPort(cfg.Host, strconv.Itoa(port))
+	go func() {
+		err := gnet.Run(d, proto,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(cfg.Reactors),
+			gnet.WithReusePort(cfg.ReusePort),
+			// As Go's net.Listen does: a restart must rebind while old connections sit in TIME_WAIT.
+			gnet.WithReuseAddr(true),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithReadBufferCap(64*1024),
+			gnet.WithLoadBalancing(gnet.RoundRobin),
+			gnet.WithLogger(quietLogger{}),
+		)
+		select {
+		case d.boot <- err:
+		default:
+		}
+		close(d.done)
+	}()
+	if err := <-d.boot; err != nil {
+		return nil, err
+	}
+	return d.e.addr, nil
+}
+
+func (d *gnetDriver) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = d.eng.Stop(ctx)
+	<-d.done
+}
+
+// OnBoot learns the bound address (the port may have been picked by the kernel).
+func (d *gnetDriver) OnBoot(eng gnet.Engine) gnet.Action {
+	d.eng = eng
+	addr, err := boundAddr(eng)
+	if err != nil {
+		d.boot <- err
+		return gnet.Shutdown
+	}
+	d.e.listening(addr)
+	d.boot <- nil
+	return gnet.None
+}
+
+func boundAddr(eng gnet.Engine) (*net.TCPAddr, error) {
+	fd, err := eng.Dup()
+	if err != nil {
+		return nil, err
+	}
+	sa, err := unix.Getsockname(fd)
+	unix.Close(fd)
+	if err != nil {
+		return nil, err
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}, nil
+	case *unix.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}, nil
+	}
+	return nil, fmt.Errorf("unexpected listener address %T", sa)
+}
+
+func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	el := gc.EventLoop()
+	r := d.e.reactorFor(el, gnetLoop{el})
+	gcn := &gnetConn{Conn: gc}
+	c, greeting, ok := d.e.open(gcn, r)
+	if !ok {
+		return greeting, gnet.Close
+	}
+	gcn.c = c
+	gc.SetContext(gcn)
+	return greeting, gnet.None
+}
+
+func (d *gnetDriver) OnTraffic(gc gnet.Conn) gnet.Action {
+	g, ok := gc.Context().(*gnetConn)
+	if !ok {
+		return gnet.Close
+	}
+	if d.e.traffic(g.c) {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+func (d *gnetDriver) OnClose(gc gnet.Conn, _ error) gnet.Action {
+	if g, ok := gc.Context().(*gnetConn); ok {
+		d.e.connClosed(g.c)
+	}
+	return gnet.None
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Debugf(string, ...any) {}
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Warnf(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(string, ...any) {}
+
+var _ logging.Logger = quietLogger{}
