@@ -1,6 +1,11 @@
 package server
 
-import "time"
+import (
+	"crypto/tls"
+	"time"
+
+	"github.com/natsd/natsd/auth"
+)
 
 // Defaults match nats-server v2.15.2 (see shared/reference).
 const (
@@ -68,6 +73,32 @@ type Options struct {
 	Trace   bool
 	NoLog   bool
 	PidFile string
+
+	// Engine picks the network driver: "gnet" (default) or "netpoll".
+	Engine string
+
+	// ConfigFile is the -c file, kept for reload.
+	ConfigFile string
+
+	// Authentication, with nats-server's field names: a single user (Username/Password), a
+	// token (Authorization), or lists of users and nkey users; NoAuthUser is the identity of
+	// clients that send no credentials. Passwords and tokens may be bcrypt hashes.
+	Username           string
+	Password           string
+	Authorization      string
+	Users              []*auth.User
+	Nkeys              []*auth.NkeyUser
+	NoAuthUser         string
+	DefaultPermissions *auth.Permissions
+
+	// Client TLS. TLSConfig is built from the tls{} block or the --tls* flags.
+	TLSConfig                 *tls.Config
+	TLSTimeout                time.Duration // handshake timeout (2s)
+	TLSVerify                 bool
+	TLSMap                    bool // verify_and_map: the client certificate names the user
+	TLSHandshakeFirst         bool
+	TLSHandshakeFirstFallback time.Duration
+	AllowNonTLS               bool
 
 	// NoSigs leaves signal handling to the embedder (tests).
 	NoSigs bool
