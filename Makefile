@@ -13,9 +13,9 @@ all: build
 build:
 	$(GO) build -o $(BIN)/natsd .
 
-# Client port 4222. Monitoring and JetStream are not built yet (see README).
+# Client port 4222, monitoring on 8222. JetStream is not built yet (see README).
 run: build
-	./$(BIN)/natsd -p 4222
+	./$(BIN)/natsd -p 4222 -m 8222
 
 vet:
 	$(GO) vet ./...
@@ -27,6 +27,7 @@ fmt-check:
 # The whole suite, with the race detector. Fuzz targets run their seed corpora.
 test: build vet fmt-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	NATSD_ENGINE=netpoll NATSD_TARGETS=natsd $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/
 
 # Micro-benchmarks with allocation counts (parse, L1 match, publish→deliver, store).
 bench:
