@@ -25,7 +25,8 @@ Server Options:
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring (-1: random port)
     -ms,--https_port <port>          Use port for https monitoring (not supported yet)
-    -c, --config <file>              Configuration file (not supported yet)
+    -c, --config <file>              Configuration file
+    -t                               Test configuration and exit
     -sl,--signal <signal>[=<pid>]    Send signal to natsd process (ldm, stop, quit, term, reopen, reload)
                                      <pid> can be either a PID (e.g. 1) or the path to a PID file
         --reactors <n>               Number of event-loop reactors (default: 1, measured best on 2 cores)
@@ -42,6 +43,18 @@ Logging Options:
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -DV                              Debug and trace
+
+Authorization Options:
+        --user <user>                User required for connections
+        --pass <password>            Password required for connections
+        --auth <token>               Authorization token required for connections
+
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
 
 Common Options:
     -h, --help                       Show this message
@@ -78,11 +91,20 @@ func run(args []string) int {
 			return 1
 		}
 		return 0
+	case "check":
+		fmt.Fprintf(os.Stderr, "natsd: configuration file %s is valid (%s)\n", opts.ConfigFile, cmd.digest)
+		return 0
 	}
 	s, err := server.New(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
 		return 1
+	}
+	if cmd.reapply != nil {
+		s.SetFlagOverrides(cmd.reapply)
+	}
+	for _, w := range cmd.warnings {
+		s.Logger().Warnf("%v", w)
 	}
 	for _, w := range cmd.unsupported {
 		s.Logger().Warnf("%s is not supported yet, ignored", w)
@@ -129,128 +151,204 @@ func startProfiles() (stop func(), err error) {
 }
 
 type command struct {
-	action      string // "", "version", "help", "signal"
+	action      string // "", "version", "help", "signal", "check"
 	signal      string
 	unsupported []string
+	warnings    []error // located config warnings, logged at start-up
+	digest      string  // config digest, for -t
+	// reapply re-applies the command-line flags onto options loaded from the config file
+	// (flags win), at start-up and on every reload.
+	reapply func(*server.Options) error
 }
 
-// parseFlags reads nats-server's flags (Go flag syntax: -x and --x alike, aliases share a field).
-func parseFlags(args []string) (*server.Options, *command, error) {
-	o := &server.Options{Logtime: true}
-	cmd := &command{}
+// flagVals holds the flags that do not map straight onto an Options field.
+type flagVals struct {
+	showVersion, showHelp, dv, dvv, vv, check bool
+	config, signal, storeDir, cluster, routes string
+	js                                        bool
+	tls, tlsVerify                            bool
+	tlsCert, tlsKey, tlsCaCert                string
+}
+
+// defineFlags binds nats-server's flags to o and x. Each flag's default is o's current value,
+// so parsing the same arguments again over options loaded from a config file changes only
+// what the command line gives (flags win, as in nats-server).
+func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
+	str := func(p *string, names ...string) {
+		for _, n := range names {
+			fs.StringVar(p, n, *p, "")
+		}
+	}
+	num := func(p *int, names ...string) {
+		for _, n := range names {
+			fs.IntVar(p, n, *p, "")
+		}
+	}
+	boolean := func(p *bool, names ...string) {
+		for _, n := range names {
+			fs.BoolVar(p, n, *p, "")
+		}
+	}
+	str(&o.Host, "a", "addr", "net")
+	num(&o.Port, "p", "port")
+	str(&o.ServerName, "n", "name", "server_name")
+	str(&o.PidFile, "P", "pid")
+	num(&o.HTTPPort, "m", "http_port")
+	num(&o.HTTPSPort, "ms", "https_port")
+	num(&o.ProfPort, "profile")
+	str(&x.config, "c", "config")
+	boolean(&x.check, "t")
+	str(&x.signal, "sl", "signal")
+	str(&o.LogFile, "l", "log")
+	boolean(&o.Logtime, "T", "logtime")
+	boolean(&o.Debug, "D", "debug")
+	boolean(&o.Trace, "V", "trace")
+	boolean(&x.dv, "DV")
+	boolean(&x.dvv, "DVV")
+	boolean(&x.vv, "VV")
+	boolean(&x.showVersion, "v", "version")
+	boolean(&x.showHelp, "h", "help")
+	str(&o.Username, "user")
+	str(&o.Password, "pass")
+	str(&o.Authorization, "auth")
+	boolean(&x.tls, "tls")
+	str(&x.tlsCert, "tlscert")
+	str(&x.tlsKey, "tlskey")
+	boolean(&x.tlsVerify, "tlsverify")
+	str(&x.tlsCaCert, "tlscacert")
+	boolean(&x.js, "js", "jetstream")
+	str(&x.storeDir, "sd", "store_dir")
+	str(&x.cluster, "cluster", "cluster_listen")
+	str(&x.routes, "routes")
+	num(&o.Reactors, "reactors")
+	fs.DurationVar(&o.LameDuckDuration, "lame_duck_duration", o.LameDuckDuration, "")
+	fs.DurationVar(&o.LameDuckGracePeriod, "lame_duck_grace_period", o.LameDuckGracePeriod, "")
+	boolean(&o.ReusePort, "reuseport")
+	str(&o.Engine, "engine")
+}
+
+func newFlagSet(o *server.Options, x *flagVals) *flag.FlagSet {
 	fs := flag.NewFlagSet("natsd", flag.ContinueOnError)
 	fs.Usage = func() {}
 	fs.SetOutput(discard{})
+	defineFlags(fs, o, x)
+	return fs
+}
 
-	var showVersion, showHelp, dv, dvv, vv bool
-	var httpsPort int
-	var config, signal, user, pass, auth, storeDir, cluster, routes string
-	var js bool
-	for _, n := range []string{"a", "addr", "net"} {
-		fs.StringVar(&o.Host, n, server.DefaultHost, "")
+// applySpecialFlags does what nats-server does after parsing: -DV/-DVV/-VV set debug and
+// trace, and any --tls* flag builds the TLS config from the flags (--tls=false turns TLS off
+// even if the config file sets it up).
+func applySpecialFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) error {
+	var tlsOverride, tlsDisabled bool
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "DV", "DVV":
+			o.Debug, o.Trace = x.dv || x.dvv, x.dv || x.dvv
+		case "VV":
+			o.Trace = x.vv
+		case "tls":
+			if !x.tls {
+				o.TLSConfig, o.TLSVerify = nil, false
+				tlsDisabled, tlsOverride = true, false
+				return
+			}
+			tlsOverride = true
+		case "tlscert", "tlskey", "tlsverify", "tlscacert":
+			if !tlsDisabled {
+				tlsOverride = true
+			}
+		}
+	})
+	if !tlsOverride {
+		return nil
 	}
-	for _, n := range []string{"p", "port"} {
-		fs.IntVar(&o.Port, n, server.DefaultPort, "")
+	if x.tlsCert == "" {
+		return errors.New("TLS Server certificate must be present and valid")
 	}
-	for _, n := range []string{"n", "name", "server_name"} {
-		fs.StringVar(&o.ServerName, n, "", "")
+	if x.tlsKey == "" {
+		return errors.New("TLS Server private key must be present and valid")
 	}
-	for _, n := range []string{"P", "pid"} {
-		fs.StringVar(&o.PidFile, n, "", "")
+	tc, err := server.GenTLSConfig(&server.TLSFiles{
+		CertFile: x.tlsCert, KeyFile: x.tlsKey, CaFile: x.tlsCaCert, Verify: x.tlsVerify,
+		Ciphers: server.DefaultTLSCiphers(),
+	})
+	if err != nil {
+		return err
 	}
-	for _, n := range []string{"m", "http_port"} {
-		fs.IntVar(&o.HTTPPort, n, 0, "")
-	}
-	for _, n := range []string{"ms", "https_port"} {
-		fs.IntVar(&httpsPort, n, 0, "")
-	}
-	fs.IntVar(&o.ProfPort, "profile", 0, "")
-	for _, n := range []string{"c", "config"} {
-		fs.StringVar(&config, n, "", "")
-	}
-	for _, n := range []string{"sl", "signal"} {
-		fs.StringVar(&signal, n, "", "")
-	}
-	for _, n := range []string{"l", "log"} {
-		fs.StringVar(&o.LogFile, n, "", "")
-	}
-	for _, n := range []string{"T", "logtime"} {
-		fs.BoolVar(&o.Logtime, n, true, "")
-	}
-	for _, n := range []string{"D", "debug"} {
-		fs.BoolVar(&o.Debug, n, false, "")
-	}
-	for _, n := range []string{"V", "trace"} {
-		fs.BoolVar(&o.Trace, n, false, "")
-	}
-	fs.BoolVar(&dv, "DV", false, "")
-	fs.BoolVar(&dvv, "DVV", false, "")
-	fs.BoolVar(&vv, "VV", false, "")
-	for _, n := range []string{"v", "version"} {
-		fs.BoolVar(&showVersion, n, false, "")
-	}
-	for _, n := range []string{"h", "help"} {
-		fs.BoolVar(&showHelp, n, false, "")
-	}
-	fs.StringVar(&user, "user", "", "")
-	fs.StringVar(&pass, "pass", "", "")
-	fs.StringVar(&auth, "auth", "", "")
-	for _, n := range []string{"js", "jetstream"} {
-		fs.BoolVar(&js, n, false, "")
-	}
-	for _, n := range []string{"sd", "store_dir"} {
-		fs.StringVar(&storeDir, n, "", "")
-	}
-	for _, n := range []string{"cluster", "cluster_listen"} {
-		fs.StringVar(&cluster, n, "", "")
-	}
-	fs.StringVar(&routes, "routes", "", "")
-	fs.IntVar(&o.Reactors, "reactors", 0, "")
-	fs.DurationVar(&o.LameDuckDuration, "lame_duck_duration", 0, "")
-	fs.DurationVar(&o.LameDuckGracePeriod, "lame_duck_grace_period", 0, "")
-	fs.BoolVar(&o.ReusePort, "reuseport", false, "")
+	o.TLSConfig, o.TLSVerify = tc, x.tlsVerify
+	return nil
+}
 
+// parseFlags reads nats-server's flags (Go flag syntax: -x and --x alike, aliases share a
+// field), then the config file (-c), then the flags again so that they win.
+func parseFlags(args []string) (*server.Options, *command, error) {
+	o := &server.Options{Logtime: true, Host: server.DefaultHost, Port: server.DefaultPort}
+	cmd := &command{}
+	x := &flagVals{}
+	fs := newFlagSet(o, x)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
 	for _, a := range fs.Args() {
 		switch strings.ToLower(a) {
 		case "version":
-			showVersion = true
+			x.showVersion = true
 		case "help":
-			showHelp = true
+			x.showHelp = true
 		default:
 			return nil, nil, fmt.Errorf("unrecognized command: %q", a)
 		}
 	}
-	if dv || dvv {
-		o.Debug, o.Trace = true, true
-	}
-	if vv {
-		o.Trace = true
-	}
 	switch {
-	case showVersion:
+	case x.showVersion:
 		cmd.action = "version"
-	case showHelp:
+		return o, cmd, nil
+	case x.showHelp:
 		cmd.action = "help"
-	case signal != "":
-		cmd.action, cmd.signal = "signal", signal
+		return o, cmd, nil
+	case x.signal != "":
+		cmd.action, cmd.signal = "signal", x.signal
+		return o, cmd, nil
 	}
-	if user != "" || pass != "" || auth != "" {
-		// Starting open when the operator asked for credentials would be a security hole.
-		return nil, nil, errors.New("authentication (--user/--pass/--auth) is not supported yet")
+	if x.config != "" {
+		rep, err := o.ProcessConfigFile(x.config)
+		if err != nil {
+			return nil, nil, err
+		}
+		if x.check && len(rep.Warnings) > 0 {
+			return nil, nil, server.ConfigErrors(rep.Warnings)
+		}
+		cmd.warnings, cmd.digest = rep.Warnings, rep.Digest
+		cmd.unsupported = append(cmd.unsupported, rep.Unsupported...)
+		// Flags win over the file.
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		cmd.reapply = func(n *server.Options) error {
+			nx := &flagVals{}
+			nfs := newFlagSet(n, nx)
+			if err := nfs.Parse(args); err != nil {
+				return err
+			}
+			return applySpecialFlags(nfs, n, nx)
+		}
+	} else if x.check {
+		return nil, nil, errors.New("must specify [-c, --config] option to check configuration file syntax")
 	}
-	if config != "" {
-		return nil, nil, errors.New("configuration files (-c) are not supported yet")
+	if err := applySpecialFlags(fs, o, x); err != nil {
+		return nil, nil, err
 	}
-	if httpsPort != 0 {
+	if x.check {
+		cmd.action = "check"
+		return o, cmd, nil
+	}
+	if o.HTTPSPort != 0 {
 		cmd.unsupported = append(cmd.unsupported, "HTTPS monitoring (-ms/--https_port, needs TLS)")
 	}
-	if js || storeDir != "" {
+	if x.js || x.storeDir != "" {
 		cmd.unsupported = append(cmd.unsupported, "JetStream (-js/--store_dir)")
 	}
-	if cluster != "" || routes != "" {
+	if x.cluster != "" || x.routes != "" {
 		cmd.unsupported = append(cmd.unsupported, "clustering (--cluster/--routes)")
 	}
 	return o, cmd, nil

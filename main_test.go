@@ -74,7 +74,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--signal", "ldm=1"}, action: "signal"},
 		{args: []string{"--bogus"}, wantErr: "flag provided but not defined: -bogus"},
 		{args: []string{"frob"}, wantErr: `unrecognized command: "frob"`},
-		{args: []string{"--user", "a", "--pass", "b"}, wantErr: "not supported yet"},
+		{args: []string{"--tls"}, wantErr: "TLS Server certificate must be present and valid"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

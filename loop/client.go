@@ -54,6 +54,7 @@ type sub struct {
 	max       atomic.Int64 // 0 = unlimited
 	delivered atomic.Int64
 	gone      atomic.Bool
+	filter    atomic.Bool // the subscriber's deny list may cover deliveries (see perm.go)
 }
 
 // connectOpts is CONNECT's JSON. Pointer fields distinguish "absent" from false because
@@ -70,6 +71,11 @@ type connectOpts struct {
 	Version      string `json:"version"`
 	Account      string `json:"account"`
 	NewAccount   *bool  `json:"new_account"`
+	User         string `json:"user"`
+	Pass         string `json:"pass"`
+	Token        string `json:"auth_token"`
+	Nkey         string `json:"nkey"`
+	Sig          string `json:"sig"`
 }
 
 // client is one connection's state machine. All fields but out (the queue other reactors
@@ -95,6 +101,12 @@ type client struct {
 	name, lang, version string
 
 	subs map[string]*sub
+
+	// Authentication and permissions (auth.go, perm.go): au is nil when the server required
+	// no authentication at accept; perms is nil for unrestricted clients (read by deliveries
+	// on other reactors, hence atomic).
+	au    *clientAuth
+	perms atomic.Pointer[clientPerms]
 	// goneSubs counts auto-unsubscribed entries still in subs: deliveries on other reactors
 	// end them, and the owner sweeps the map when they pile up.
 	goneSubs atomic.Int32
@@ -143,6 +155,7 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	}
 	c.start = time.Now().UnixNano()
 	c.last = c.start
+	e.authOpen(c)
 	info := c.infoLine()
 	if e.lameDuck.Load() || e.stopping.Load() {
 		return nil, nil, false
@@ -176,6 +189,11 @@ func (c *client) infoLine() []byte {
 	b = append(b, `,"client_ip":"`...)
 	b = append(b, c.ip...)
 	b = append(b, '"')
+	if c.au != nil && c.au.nonce != nil {
+		b = append(b, `,"nonce":"`...)
+		b = append(b, c.au.nonce...)
+		b = append(b, '"')
+	}
 	b = append(b, c.r.e.cfg.InfoTail...)
 	b = append(b, "} \r\n"...)
 	return b
@@ -238,6 +256,9 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		_, _ = conn.Discard(-1)
 		return false
 	}
+	if c.au != nil && c.au.pending {
+		return false // CONNECT is being verified; the verdict Wake()s us
+	}
 	if c.stalled {
 		if time.Now().UnixNano() < c.stallUntil {
 			return false
@@ -255,6 +276,9 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 	off := 0
 	var perr error
 	for off < len(buf) {
+		if c.au != nil && c.au.awaiting && !c.authFirstByte(buf[off]) {
+			break
+		}
 		n, err := c.p.Next(buf[off:], &c.op)
 		if err != nil {
 			perr = err
@@ -270,7 +294,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		}
 		off += n
 		c.process(&c.op)
-		if c.closing {
+		if c.closing || (c.au != nil && c.au.pending) {
 			break
 		}
 		if r.stall {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/natsd/natsd/auth"
 	"github.com/natsd/natsd/sublist"
 )
 
@@ -28,7 +29,7 @@ type Config struct {
 	Port      int // -1 or 0: any free port
 	Reactors  int
 	ReusePort bool
-	// Engine picks the driver: "gnet" (default).
+	// Engine picks the driver: "gnet" (default) or "netpoll".
 	Engine string
 
 	MaxPayload     int
@@ -42,6 +43,11 @@ type Config struct {
 	WriteDeadline  time.Duration
 
 	NoFastProducerStall bool
+
+	// Auth is client authentication (nil: none); SetAuth replaces it on reload. TLS, when
+	// set, serves every client connection through the goroutine TLS driver (tls.go).
+	Auth *auth.Config
+	TLS  *TLSConfig
 
 	// Info is the INFO JSON object common to all connections, ending in '}'; the loop adds
 	// client_id and client_ip per connection, followed by InfoTail (fields nats-server sends
@@ -99,6 +105,8 @@ type Engine struct {
 	stalls     atomic.Uint64
 	subInserts atomic.Uint64
 	closed     closedRing
+
+	authz authState // reloadable authentication (auth.go)
 }
 
 // New prepares an engine; Start runs it.
@@ -117,9 +125,16 @@ func New(cfg Config) *Engine {
 
 // Start listens and returns once the engine accepts connections.
 func (e *Engine) Start() error {
+	if e.cfg.TLS != nil {
+		e.cfg.Engine = "tls"
+	}
 	switch e.cfg.Engine {
+	case "tls":
+		e.drv = &tlsDriver{e: e}
 	case "", "gnet":
 		e.drv = &gnetDriver{e: e}
+	case "netpoll":
+		e.drv = &netpollDriver{e: e}
 	default:
 		return fmt.Errorf("unknown engine %q", e.cfg.Engine)
 	}

@@ -16,10 +16,16 @@ import (
 // parser reads straight from gnet's inbound buffer.
 type gnetDriver struct {
 	gnet.BuiltinEventEngine
-	e    *Engine
-	eng  gnet.Engine
-	boot chan error
-	done chan struct{}
+	e   *Engine
+	eng gnet.Engine
+	ln  net.Listener // natsd's own acceptor (gnet_accept.go); nil with ReusePort
+	// probe is gnet's own (unused) listener address, dialled once so that the acceptor starts
+	// after gnet's loops run (Register before that races with their registration).
+	probe  *net.TCPAddr
+	lnPort int
+	ready  chan struct{}
+	boot   chan error
+	done   chan struct{}
 }
 
 // gnetConn adapts gnet.Conn to Conn.
@@ -43,6 +49,7 @@ func (l gnetLoop) Execute(task func()) error {
 func (d *gnetDriver) start() (*net.TCPAddr, error) {
 	cfg := &d.e.cfg
 	d.boot = make(chan error, 1)
+	d.ready = make(chan struct{})
 	d.done = make(chan struct{})
 	port := cfg.Port
 	if port < 0 {
@@ -57,6 +64,15 @@ func (d *gnetDriver) start() (*net.TCPAddr, error) {
 		port = p
 	}
 	proto := "tcp://" + net.JoinHostPort(cfg.Host, strconv.Itoa(port))
+	if !cfg.ReusePort {
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port)))
+		if err != nil {
+			return nil, err
+		}
+		d.ln = ln
+		d.lnPort = ln.Addr().(*net.TCPAddr).Port
+		proto = "tcp://127.0.0.1:0" // unused: clients come through d.ln
+	}
 	go func() {
 		err := gnet.Run(d, proto,
 			gnet.WithMulticore(true),
@@ -76,7 +92,18 @@ func (d *gnetDriver) start() (*net.TCPAddr, error) {
 		close(d.done)
 	}()
 	if err := <-d.boot; err != nil {
+		if d.ln != nil {
+			d.ln.Close()
+		}
 		return nil, err
+	}
+	if d.ln != nil {
+		if err := d.waitLoops(); err != nil {
+			d.ln.Close()
+			d.stop()
+			return nil, err
+		}
+		go d.acceptLoop(d.ln)
 	}
 	return d.e.addr, nil
 }
@@ -84,6 +111,9 @@ func (d *gnetDriver) start() (*net.TCPAddr, error) {
 func (d *gnetDriver) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if d.ln != nil {
+		d.ln.Close()
+	}
 	_ = d.eng.Stop(ctx)
 	<-d.done
 }
@@ -92,6 +122,10 @@ func (d *gnetDriver) stop() {
 func (d *gnetDriver) OnBoot(eng gnet.Engine) gnet.Action {
 	d.eng = eng
 	addr, err := boundAddr(eng)
+	if d.ln != nil && err == nil {
+		d.probe = addr
+		addr = d.ln.Addr().(*net.TCPAddr)
+	}
 	if err != nil {
 		d.boot <- err
 		return gnet.Shutdown
@@ -121,6 +155,14 @@ func boundAddr(eng gnet.Engine) (*net.TCPAddr, error) {
 }
 
 func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if d.ln != nil {
+		// Sockets natsd's acceptor registered carry the client listener's address; anything
+		// else came in through gnet's own listener: the probe (or a stray).
+		if la, ok := gc.LocalAddr().(*net.TCPAddr); !ok || la.Port != d.lnPort {
+			d.probed()
+			return nil, gnet.Close
+		}
+	}
 	el := gc.EventLoop()
 	r := d.e.reactorFor(el, gnetLoop{el})
 	gcn := &gnetConn{Conn: gc}

@@ -120,6 +120,14 @@ func (c *client) processConnect(arg []byte) {
 		c.closeWithErr(errTextNoRespHeaders, closeNoRespHeaders)
 		return
 	}
+	if c.au != nil && c.au.awaiting && !c.authConnect(&o) {
+		return // refused, or verified off the reactor: applyConnect follows the verdict
+	}
+	c.applyConnect(&o)
+}
+
+// applyConnect takes CONNECT's options once the client is authenticated.
+func (c *client) applyConnect(o *connectOpts) {
 	c.verbose = o.Verbose == nil || *o.Verbose
 	c.pedantic = o.Pedantic == nil || *o.Pedantic
 	c.echo = o.Echo == nil || *o.Echo
@@ -150,6 +158,9 @@ func (c *client) processSub(op *parser.Op) {
 		c.sendErr(errTextInvalidSubj)
 		return
 	}
+	if (c.perms.Load() != nil || (len(op.Queue) > 0 && op.Queue[0] == '_')) && c.subDenied(op) {
+		return
+	}
 	if g := int(c.goneSubs.Load()); g > 16 && g > len(c.subs)/2 {
 		c.sweepSubs()
 	}
@@ -162,6 +173,9 @@ func (c *client) processSub(op *parser.Op) {
 		subject: string(op.Subject),
 		queue:   string(op.Queue),
 		sid:     append([]byte(nil), op.Sid...),
+	}
+	if cp := c.perms.Load(); cp != nil && cp.p.NeedsDeliveryFilter(s.subject, s.queue != "") {
+		s.filter.Store(true)
 	}
 	if err := c.r.e.subs.Insert(s.subject, s.queue, s); err != nil {
 		c.sendErr(errTextInvalidSubj)
@@ -217,6 +231,9 @@ func (c *client) processPub(op *parser.Op) {
 	if c.pedantic && !sublist.ValidLiteralSubject(op.Subject) {
 		c.sendErr(errTextInvalidPub)
 	}
+	if (reservedPub(op) || c.perms.Load() != nil) && c.pubDenied(op) {
+		return
+	}
 	c.ok()
 	res := r.cache.Match(op.Subject)
 	delivered := false
@@ -259,6 +276,11 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 	t := s.c
 	if s.gone.Load() {
 		return false
+	}
+	if s.filter.Load() {
+		if tp := t.perms.Load(); tp != nil && tp.p.DeliveryDenied(op.Subject) {
+			return false
+		}
 	}
 	if m := s.max.Load(); m > 0 {
 		n := s.delivered.Add(1)
@@ -307,6 +329,11 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 	}
 	if err == outbound.ErrSlowConsumer {
 		return false
+	}
+	if len(op.Reply) > 0 {
+		if tp := t.perms.Load(); tp != nil && tp.p.Resp != nil {
+			tp.trackReply(op.Reply)
+		}
 	}
 	r.stats.outMsgs.Add(1)
 	r.stats.outBytes.Add(uint64(len(body)))

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,12 +17,14 @@ type Logger struct {
 	path    string
 	pid     string
 	logtime bool
-	debug   bool
-	trace   bool
+	debug   atomic.Bool // read unlocked by Debugf/Tracef; a config reload may flip them
+	trace   atomic.Bool
 }
 
 func newLogger(o *Options) (*Logger, error) {
-	l := &Logger{w: os.Stderr, pid: fmt.Sprintf("[%d] ", os.Getpid()), logtime: o.Logtime, debug: o.Debug, trace: o.Trace, path: o.LogFile}
+	l := &Logger{w: os.Stderr, pid: fmt.Sprintf("[%d] ", os.Getpid()), logtime: o.Logtime, path: o.LogFile}
+	l.debug.Store(o.Debug)
+	l.trace.Store(o.Trace)
 	if o.NoLog {
 		l.w = io.Discard
 		return l, nil
@@ -79,15 +82,42 @@ func (l *Logger) Errorf(format string, v ...any)  { l.logf("[ERR] ", format, v..
 func (l *Logger) Fatalf(format string, v ...any)  { l.logf("[FTL] ", format, v...) }
 
 func (l *Logger) Debugf(format string, v ...any) {
-	if l.debug {
+	if l.debug.Load() {
 		l.logf("[DBG] ", format, v...)
 	}
 }
 
 func (l *Logger) Tracef(format string, v ...any) {
-	if l.trace {
+	if l.trace.Load() {
 		l.logf("[TRC] ", format, v...)
 	}
+}
+
+// reconfigure applies a reloaded config's logging settings: debug, trace, logtime and the
+// log file (switching files, or back to stderr, without losing a line).
+func (l *Logger) reconfigure(o *Options) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o.LogFile != l.path && l.w != io.Discard {
+		if o.LogFile == "" {
+			if l.f != nil {
+				l.f.Close()
+				l.f = nil
+			}
+			l.path, l.w = "", os.Stderr
+		} else {
+			old := l.path
+			l.path = o.LogFile
+			if err := l.open(); err != nil {
+				l.path = old
+				return err
+			}
+		}
+	}
+	l.logtime = o.Logtime
+	l.debug.Store(o.Debug)
+	l.trace.Store(o.Trace)
+	return nil
 }
 
 func (l *Logger) close() {

@@ -293,7 +293,7 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 	for _, l := range links {
 		fmt.Fprintf(&b, "<a href=./%s>%s<span class=\"endpoint\"> /%s</span></a>\n", l.path, l.title, l.path)
 	}
-	if s.opts.ProfPort != 0 {
+	if s.getOpts().ProfPort != 0 {
 		b.WriteString("<a href=./debug/pprof/>Profiling<span class=\"endpoint\"> /debug/pprof</span></a>\n")
 	}
 	b.WriteString("<a href=https://docs.nats.io/running-a-nats-service/nats_admin/monitoring>Help</a>\n</body>\n</html>\n")
@@ -304,7 +304,7 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 
 // Varz gathers the /varz figures.
 func (s *Server) Varz() *Varz {
-	o := &s.opts
+	o := s.getOpts()
 	st := s.eng.Stats()
 	now := time.Now()
 	v := &Varz{
@@ -680,7 +680,7 @@ func (s *Server) handleRoutez(w http.ResponseWriter, r *http.Request) {
 	if _, _, ok := qSubs(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, &Routez{ID: s.id, Name: s.opts.ServerName, Now: time.Now().UTC(), Routes: []any{}}, true)
+	writeJSON(w, http.StatusOK, &Routez{ID: s.id, Name: s.getOpts().ServerName, Now: time.Now().UTC(), Routes: []any{}}, true)
 }
 
 func (s *Server) handleGatewayz(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,10 @@ type info struct {
 	Host       string `json:"host"`
 	Port       int    `json:"port"`
 	Headers    bool   `json:"headers"`
+	AuthReq    bool   `json:"auth_required,omitempty"`
+	TLSReq     bool   `json:"tls_required,omitempty"`
+	TLSVerify  bool   `json:"tls_verify,omitempty"`
+	TLSAvail   bool   `json:"tls_available,omitempty"`
 	MaxPayload int32  `json:"max_payload"`
 }
 
@@ -48,14 +52,15 @@ type Server struct {
 	running  bool
 	shutdown chan struct{}
 	sigDone  chan struct{}
+
+	rl reloadState // config reload (reload.go)
 }
 
 // New validates opts and returns a server that is not yet listening.
 func New(opts *Options) (*Server, error) {
 	o := *opts
-	o.setDefaults()
-	if int64(o.MaxPayload) > o.MaxPending {
-		return nil, fmt.Errorf("max_payload (%d) cannot be higher than max_pending (%d)", o.MaxPayload, o.MaxPending)
+	if err := prepareOptions(&o); err != nil {
+		return nil, err
 	}
 	kp, err := nkeys.CreateServer()
 	if err != nil {
@@ -83,6 +88,19 @@ func New(opts *Options) (*Server, error) {
 	return &Server{opts: o, id: pub, xkey: xpub, log: l, shutdown: make(chan struct{})}, nil
 }
 
+// prepareOptions fills defaults and validates; New and Reload both run it.
+func prepareOptions(o *Options) error {
+	tlsDefaults(o)
+	o.setDefaults()
+	if _, err := buildAuth(o); err != nil {
+		return err
+	}
+	if int64(o.MaxPayload) > o.MaxPending {
+		return fmt.Errorf("max_payload (%d) cannot be higher than max_pending (%d)", o.MaxPayload, o.MaxPending)
+	}
+	return nil
+}
+
 // ID is the server's public nkey.
 func (s *Server) ID() string { return s.id }
 
@@ -104,6 +122,7 @@ func (s *Server) Start() error {
 		Port:                o.Port,
 		Reactors:            o.Reactors,
 		ReusePort:           o.ReusePort,
+		Engine:              o.Engine,
 		MaxPayload:          int(o.MaxPayload),
 		MaxControlLine:      int(o.MaxControlLine),
 		MaxPending:          o.MaxPending,
@@ -114,6 +133,8 @@ func (s *Server) Start() error {
 		AuthTimeout:         o.AuthTimeout,
 		WriteDeadline:       o.WriteDeadline,
 		NoFastProducerStall: o.NoFastProducerStall,
+		TLS:                 loopTLS(o),
+		Auth:                s.authConfig(o),
 		Log:                 s.log,
 		Trace:               o.Trace,
 	}
@@ -163,8 +184,9 @@ func (s *Server) infoJSON(port int) (head, tail []byte) {
 		Host:       o.Host,
 		Port:       port,
 		Headers:    true,
+		AuthReq:    authRequired(o),
 		MaxPayload: o.MaxPayload,
-	})
+	}.withTLS(o))
 	// Fields nats-server puts after client_id/client_ip, spliced in by the loop.
 	tail = fmt.Appendf(nil, `,"api_lvl":%d,"xkey":%q`, apiLevel, s.xkey)
 	return head, tail
@@ -181,8 +203,8 @@ func (s *Server) Shutdown() {
 	s.mu.Unlock()
 	s.stopMonitoring()
 	s.eng.Stop()
-	if s.opts.PidFile != "" {
-		_ = os.Remove(s.opts.PidFile)
+	if pf := s.getOpts().PidFile; pf != "" {
+		_ = os.Remove(pf)
 	}
 	s.log.Noticef("Server Exiting..")
 	s.log.close()

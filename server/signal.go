@@ -7,7 +7,7 @@ import (
 )
 
 // handleSignals maps nats-server's signals: INT/TERM stop, USR1 reopens the log, USR2 enters
-// lame duck mode. HUP (reload) arrives with config-file support.
+// lame duck mode, HUP reloads the config file.
 func (s *Server) handleSignals() {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
@@ -33,7 +33,9 @@ func (s *Server) handleSignals() {
 				case syscall.SIGUSR2:
 					go s.LameDuck()
 				case syscall.SIGHUP:
-					s.log.Warnf("Config reload is not supported yet")
+					if err := s.Reload(); err != nil {
+						s.log.Errorf("Failed to reload server configuration: %s", err)
+					}
 				}
 			}
 		}

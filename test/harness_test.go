@@ -168,6 +168,7 @@ func startNatsd(t *testing.T, cfg Config) (string, func()) {
 		PingInterval:   cfg.PingInterval,
 		MaxPingsOut:    cfg.MaxPingsOut,
 		WriteDeadline:  cfg.WriteDeadline,
+		Engine:         os.Getenv("NATSD_ENGINE"), // "" = gnet
 	}
 	if cfg.MaxConn > 0 {
 		opts.MaxConn = cfg.MaxConn

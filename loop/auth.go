@@ -1,0 +1,229 @@
+package loop
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/natsd/natsd/auth"
+)
+
+// authState is the engine's current authentication configuration; a reload swaps it.
+type authState struct {
+	cur atomic.Pointer[authSnap] // nil until the first SetAuth: cfg.Auth applies
+}
+
+type authSnap struct{ cfg *auth.Config }
+
+// clientAuth is one connection's authentication state; nil when the server required no
+// authentication when it was accepted.
+type clientAuth struct {
+	awaiting bool   // auth required and no verdict yet: the first op must be CONNECT
+	pending  bool   // a CONNECT is being verified off the reactor; parsing waits
+	nonce    []byte // INFO nonce (nkey users configured)
+	creds    *auth.Creds
+	name     string
+}
+
+// authSem bounds the goroutines running bcrypt/ed25519 checks at once.
+var authSem = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
+func (e *Engine) authConfig() *auth.Config {
+	if s := e.authz.cur.Load(); s != nil {
+		return s.cfg
+	}
+	return e.cfg.Auth
+}
+
+// authOpen prepares a new connection's authentication: the nonce for INFO and the auth
+// deadline. It runs on c's reactor before INFO is built.
+func (e *Engine) authOpen(c *client) {
+	cfg := e.authConfig()
+	if !cfg.Required() {
+		return
+	}
+	c.au = &clientAuth{awaiting: true}
+	if cfg.NeedsNonce() {
+		c.au.nonce = auth.NewNonce()
+	}
+	if d := e.cfg.AuthTimeout; d > 0 {
+		c.authDeadline = time.Now().Add(d).UnixNano()
+	}
+}
+
+// authFirstByte enforces "CONNECT first" while auth is awaited, as nats-server: it looks
+// only at the op's first byte. Other ops are allowed when no_auth_user gives the client an
+// identity. It reports whether parsing may go on.
+func (c *client) authFirstByte(b byte) bool {
+	if b == 'C' || b == 'c' {
+		return true
+	}
+	cfg := c.r.e.authConfig()
+	if !cfg.Required() {
+		c.au.awaiting = false
+		return true
+	}
+	if id, ok := cfg.NoAuthIdentity(); ok {
+		c.authDone(&auth.Creds{}, id, true)
+		return true
+	}
+	c.authViolation()
+	return false
+}
+
+func (c *client) authViolation() {
+	if c.r.e.cfg.Log != nil {
+		c.r.e.cfg.Log.Errorf("%s:%d - cid:%d - authentication error", c.ip, c.port, c.cid)
+	}
+	c.closeWithErr(errTextAuthViolation, closeAuthFailure)
+}
+
+// peerCerts is the verified client certificate chain of a TLS connection.
+func peerCerts(conn Conn) []*x509.Certificate {
+	if t, ok := conn.(interface{ TLSState() *tls.ConnectionState }); ok {
+		if st := t.TLSState(); st != nil {
+			return st.PeerCertificates
+		}
+	}
+	return nil
+}
+
+// authConnect checks CONNECT's credentials. Cheap checks run here; bcrypt and nkey
+// signatures run on a worker goroutine while the connection's further bytes wait in its
+// inbound buffer, and the verdict comes back on the reactor. It reports whether CONNECT
+// may be applied now.
+func (c *client) authConnect(o *connectOpts) bool {
+	e := c.r.e
+	cfg := e.authConfig()
+	cr := &auth.Creds{
+		User: o.User, Pass: o.Pass, Token: o.Token, Nkey: o.Nkey, Sig: o.Sig,
+		Nonce: c.au.nonce, Certs: peerCerts(c.conn),
+	}
+	if !cfg.Expensive(cr) {
+		id, ok := cfg.Authenticate(cr)
+		return c.authDone(cr, id, ok)
+	}
+	c.au.pending = true
+	// Parked like a stalled fast producer, so that every driver keeps the bytes buffered and
+	// waits for Wake.
+	c.stalled, c.stallUntil = true, math.MaxInt64
+	opts := *o
+	ex := c.r.ex
+	go func() {
+		authSem <- struct{}{}
+		id, ok := cfg.Authenticate(cr)
+		<-authSem
+		_ = ex.Execute(func() {
+			c.au.pending = false
+			c.stalled = false
+			if c.closed || c.closing {
+				return
+			}
+			if e.authConfig() != cfg {
+				// A reload raced with the check: verify again against the new config.
+				if c.authConnect(&opts) {
+					c.applyConnect(&opts)
+				}
+			} else if c.authDone(cr, id, ok) {
+				c.applyConnect(&opts)
+			}
+			c.r.endBatch()
+			if !c.closing && !c.au.pending {
+				_ = c.conn.Wake()
+			}
+		})
+	}()
+	return false
+}
+
+// authDone records the verdict: the identity and its permissions, or the violation.
+func (c *client) authDone(cr *auth.Creds, id *auth.Identity, ok bool) bool {
+	if !ok || id == nil {
+		c.authViolation()
+		return false
+	}
+	c.au.awaiting = false
+	c.au.creds = cr
+	c.au.name = id.Name
+	c.authDeadline = 0
+	c.setPerms(id.Perms)
+	return true
+}
+
+// SetAuth installs a new authentication configuration (reload) and re-checks every
+// connected client on its own reactor: those whose credentials no longer hold are closed
+// with Authorization Violation, the others get their new permissions in place. Credential
+// checks (bcrypt) run on the caller's goroutine, never on a reactor.
+func (e *Engine) SetAuth(cfg *auth.Config) {
+	e.authz.cur.Store(&authSnap{cfg: cfg})
+	type check struct {
+		c  *client
+		cr *auth.Creds
+	}
+	type verdict struct {
+		c  *client
+		id *auth.Identity
+		ok bool
+	}
+	for _, r := range e.reactorsSnapshot() {
+		ch := make(chan []check, 1)
+		if r.ex.Execute(func() {
+			var list []check
+			for c := range r.clients {
+				if c.closing || c.closed || (c.au != nil && (c.au.awaiting || c.au.pending)) {
+					continue
+				}
+				cr := &auth.Creds{}
+				if c.au != nil && c.au.creds != nil {
+					cr = c.au.creds
+				}
+				list = append(list, check{c, cr})
+			}
+			ch <- list
+		}) != nil {
+			continue
+		}
+		var list []check
+		select {
+		case list = <-ch:
+		case <-e.done:
+			return
+		}
+		memo := make(map[string]verdict)
+		out := make([]verdict, 0, len(list))
+		for _, k := range list {
+			key := k.cr.User + "\x00" + k.cr.Pass + "\x00" + k.cr.Token
+			v, seen := memo[key]
+			if !seen || k.cr.Nkey != "" || len(k.cr.Certs) > 0 {
+				v.id, v.ok = cfg.Authenticate(k.cr)
+				memo[key] = v
+			}
+			v.c = k.c
+			out = append(out, v)
+		}
+		_ = r.ex.Execute(func() {
+			for _, v := range out {
+				c := v.c
+				if c.closed || c.closing {
+					continue
+				}
+				if !v.ok || v.id == nil {
+					c.authViolation()
+					continue
+				}
+				if c.au == nil {
+					c.au = &clientAuth{}
+				}
+				if c.au.creds == nil {
+					c.au.creds = &auth.Creds{}
+				}
+				c.au.name = v.id.Name
+				c.setPerms(v.id.Perms)
+			}
+			r.endBatch()
+		})
+	}
+}

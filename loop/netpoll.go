@@ -1,0 +1,599 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudwego/netpoll"
+	"golang.org/x/sys/unix"
+)
+
+// netpollDriver runs the engine on cloudwego/netpoll. netpoll has no fixed event loops of its
+// own: it runs OnConnect/OnRequest on pooled goroutines. natsd maps that onto N virtual
+// reactors (vreactor: a goroutine draining a task queue), assigns each connection to one of
+// them, and runs the connection's state machine only there. The pooled goroutine that netpoll
+// hands a readable connection to (the "pump") only schedules work on the connection's reactor,
+// waits for it, and blocks in netpoll when a frame is incomplete or the publisher is stalled;
+// an idle connection has no goroutine.
+type netpollDriver struct {
+	e     *Engine
+	ln    netpoll.Listener
+	evl   netpoll.EventLoop
+	vrs   []*vreactor
+	next  atomic.Uint32
+	quit  chan struct{}
+	done  chan struct{}
+	conns sync.Map // *npConn -> struct{}: for stop
+}
+
+var netpollInit sync.Once
+
+// netpollBufferSize is netpoll's initial per-connection inbound buffer (its default is a page).
+// Reads grow it as traffic requires; an idle connection keeps one node of this size.
+const netpollBufferSize = 1024
+
+var errStopped = errors.New("reactor stopped")
+
+// vreactor is a virtual reactor: tasks run one at a time, in order, on one goroutine.
+type vreactor struct {
+	mu      sync.Mutex
+	q       []func()
+	spare   []func()
+	sig     chan struct{}
+	quit    chan struct{}
+	stopped atomic.Bool
+}
+
+func newVreactor(quit chan struct{}) *vreactor {
+	return &vreactor{sig: make(chan struct{}, 1), quit: quit}
+}
+
+func (v *vreactor) Execute(task func()) error {
+	if v.stopped.Load() {
+		return errStopped
+	}
+	v.mu.Lock()
+	v.q = append(v.q, task)
+	first := len(v.q) == 1
+	v.mu.Unlock()
+	if first {
+		select {
+		case v.sig <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (v *vreactor) run() {
+	for {
+		select {
+		case <-v.sig:
+		case <-v.quit:
+			v.stopped.Store(true)
+			return
+		}
+		for {
+			v.mu.Lock()
+			batch := v.q
+			if len(batch) == 0 {
+				v.mu.Unlock()
+				break
+			}
+			v.q = v.spare[:0]
+			v.mu.Unlock()
+			for i, t := range batch {
+				t()
+				batch[i] = nil
+			}
+			v.spare = batch
+		}
+	}
+}
+
+// npConn adapts a netpoll connection to Conn. Inbound bytes are read in place from netpoll's
+// linked buffer (Peek/Skip/Release, zero-copy unless a frame spans two nodes). Outbound bytes
+// go straight to the socket with one non-blocking writev on the reactor; only what the kernel
+// does not take is copied, into pooled chunks that a flusher goroutine hands to netpoll (whose
+// Write blocks until sent), so the reactor never waits for a slow reader.
+type npConn struct {
+	d   *netpollDriver
+	nc  netpoll.Connection
+	fd  int
+	vr  *vreactor
+	r   *reactor
+	c   *client
+	ctx context.Context
+
+	// wstate guards raw writes on fd against netpoll closing it: 0 idle, 1 writing, 2 closed.
+	wstate atomic.Int32
+
+	// Backlog: bytes the kernel did not take, in order, and whether a flusher runs.
+	mu       sync.Mutex
+	backlog  [][]byte
+	flushing bool
+	closeReq bool
+	pending  atomic.Int64
+
+	// Pump hand-off: set by the reactor task before done is signalled.
+	done      chan struct{}
+	wake      chan struct{}
+	closeConn bool
+	stalled   bool
+	need      int
+	dead      bool // reactor-only: closed before or while opening
+
+	iov [][]byte // reactor-only scratch for rawWritev
+
+	trafficTask func()
+	closedTask  func()
+}
+
+func (d *netpollDriver) start() (*net.TCPAddr, error) {
+	cfg := &d.e.cfg
+	netpollInit.Do(func() {
+		_ = netpoll.Configure(netpoll.Config{BufferSize: netpollBufferSize, LoggerOutput: netpollLog{}})
+	})
+	npLogger.Store(&d.e.cfg.Log)
+	d.quit = make(chan struct{})
+	d.done = make(chan struct{})
+	port := cfg.Port
+	if port < 0 {
+		port = 0
+	}
+	ln, err := netpoll.CreateListener("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	d.ln = ln
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		ln.Close()
+		return nil, errors.New("netpoll: unexpected listener address")
+	}
+	for i := 0; i < cfg.Reactors; i++ {
+		v := newVreactor(d.quit)
+		d.vrs = append(d.vrs, v)
+		d.e.reactorFor(v, v)
+		go v.run()
+	}
+	d.e.listening(addr)
+	evl, err := netpoll.NewEventLoop(d.onRequest,
+		netpoll.WithOnPrepare(d.onPrepare),
+		netpoll.WithOnConnect(d.onConnect),
+	)
+	if err != nil {
+		ln.Close()
+		close(d.quit)
+		return nil, err
+	}
+	d.evl = evl
+	go func() {
+		_ = evl.Serve(ln)
+		close(d.done)
+	}()
+	return addr, nil
+}
+
+func (d *netpollDriver) stop() {
+	// Close every connection first: netpoll's Shutdown waits for connections it deems busy,
+	// and a pump blocked waiting for the rest of a frame counts as busy.
+	d.conns.Range(func(k, _ any) bool {
+		_ = k.(*npConn).nc.Close()
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = d.evl.Shutdown(ctx)
+	cancel()
+	<-d.done
+	// Let the reactors run the close tasks just queued, then stop them.
+	for _, v := range d.vrs {
+		ch := make(chan struct{})
+		if v.Execute(func() { close(ch) }) == nil {
+			select {
+			case <-ch:
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
+	close(d.quit)
+}
+
+// onPrepare runs on netpoll's accept path, before the socket is registered for reads.
+func (d *netpollDriver) onPrepare(conn netpoll.Connection) context.Context {
+	vr := d.vrs[int(d.next.Add(1)-1)%len(d.vrs)]
+	n := &npConn{
+		d:    d,
+		nc:   conn,
+		vr:   vr,
+		r:    d.e.reactorFor(vr, vr),
+		done: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1),
+	}
+	if fc, ok := conn.(netpoll.Conn); ok {
+		n.fd = fc.Fd()
+	} else {
+		n.wstate.Store(2) // no raw writes: everything goes through the flusher
+	}
+	n.trafficTask = n.runTraffic
+	n.closedTask = n.runClosed
+	n.ctx = context.WithValue(context.Background(), npKey{}, n)
+	d.conns.Store(n, struct{}{})
+	// Close callbacks run newest first, so this one runs before netpoll's own closes the fd.
+	_ = conn.AddCloseCallback(n.onClosed)
+	return n.ctx
+}
+
+// npKey finds the npConn for a netpoll connection in its context.
+type npKey struct{}
+
+func (d *netpollDriver) onConnect(ctx context.Context, conn netpoll.Connection) context.Context {
+	n, _ := ctx.Value(npKey{}).(*npConn)
+	if n == nil {
+		_ = conn.Close()
+		return ctx
+	}
+	// No waiting: the reactor runs open before any traffic task the pump queues after it, and
+	// a pooled goroutine per connection in an accept storm would cost its stack in RSS.
+	if n.vr.Execute(n.open) != nil {
+		_ = conn.Close()
+	}
+	return ctx
+}
+
+// open runs on n's reactor.
+func (n *npConn) open() {
+	if n.dead {
+		return
+	}
+	c, greeting, ok := n.d.e.open(n, n.r)
+	if !ok {
+		if len(greeting) > 0 {
+			_, _ = n.Writev([][]byte{greeting})
+		}
+		n.dead = true
+		_ = n.Close()
+		return
+	}
+	n.c = c
+	if len(greeting) > 0 {
+		_, _ = n.Writev([][]byte{greeting})
+	}
+}
+
+// onRequest is netpoll's handler, on a pooled goroutine: it runs the parser on the reactor
+// until what is buffered is consumed, waiting in netpoll for the rest of an incomplete frame.
+func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) error {
+	n, _ := ctx.Value(npKey{}).(*npConn)
+	if n == nil {
+		return conn.Close()
+	}
+	for i := 0; ; i++ {
+		if n.vr.Execute(n.trafficTask) != nil {
+			return conn.Close()
+		}
+		select {
+		case <-n.done:
+		case <-d.quit:
+			return nil
+		}
+		if n.closeConn {
+			return n.Close()
+		}
+		if !conn.IsActive() {
+			return nil
+		}
+		l := conn.Reader().Len()
+		if l == 0 {
+			return nil
+		}
+		if n.stalled {
+			// Fast-producer stall: the client's timer wakes us.
+			select {
+			case <-n.wake:
+			case <-d.quit:
+				return nil
+			}
+			continue
+		}
+		// An incomplete frame: wait until more bytes arrive (or the connection closes).
+		want := l + 1
+		if n.need > want {
+			want = n.need
+		}
+		if _, err := conn.Reader().Peek(want); err != nil {
+			return nil
+		}
+	}
+}
+
+// runTraffic runs on n's reactor while the pump waits.
+func (n *npConn) runTraffic() {
+	n.closeConn, n.stalled, n.need = false, false, 0
+	if n.c != nil && !n.dead {
+		n.closeConn = n.d.e.traffic(n.c)
+		n.stalled = n.c.stalled
+		n.need = n.c.need
+	} else {
+		_, _ = n.Discard(-1)
+	}
+	n.done <- struct{}{}
+}
+
+// onClosed is netpoll's close callback (any goroutine, before the fd is closed).
+func (n *npConn) onClosed(netpoll.Connection) error {
+	for !n.wstate.CompareAndSwap(0, 2) && n.wstate.Load() != 2 {
+		runtime.Gosched()
+	}
+	n.d.conns.Delete(n)
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+	if n.vr.Execute(n.closedTask) != nil {
+		return nil
+	}
+	return nil
+}
+
+func (n *npConn) runClosed() {
+	n.dead = true
+	if n.c != nil {
+		n.d.e.connClosed(n.c)
+	}
+	n.mu.Lock()
+	for i, b := range n.backlog {
+		putNpChunk(b)
+		n.backlog[i] = nil
+	}
+	n.backlog = nil
+	n.mu.Unlock()
+}
+
+// Peek returns every buffered byte; netpoll copies only when they span two of its nodes.
+func (n *npConn) Peek(int) ([]byte, error) {
+	r := n.nc.Reader()
+	l := r.Len()
+	if l == 0 {
+		return nil, nil
+	}
+	return r.Peek(l)
+}
+
+func (n *npConn) Discard(k int) (int, error) {
+	r := n.nc.Reader()
+	if l := r.Len(); k <= 0 || k > l {
+		k = l
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	if err := r.Skip(k); err != nil {
+		return 0, err
+	}
+	return k, r.Release()
+}
+
+func (n *npConn) InboundBuffered() int { return n.nc.Reader().Len() }
+
+// Writev writes bs with one non-blocking writev; what the kernel does not take is copied to
+// the backlog and sent by a flusher goroutine.
+func (n *npConn) Writev(bs [][]byte) (int, error) {
+	total := 0
+	for _, b := range bs {
+		total += len(b)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	n.mu.Lock()
+	if n.flushing || n.closeReq {
+		n.appendBacklog(bs, 0)
+		n.mu.Unlock()
+		return total, nil
+	}
+	n.mu.Unlock()
+	sent := 0
+	if n.wstate.CompareAndSwap(0, 1) {
+		sent = n.rawWritev(bs, total)
+		n.wstate.Store(0)
+		if sent < 0 {
+			return 0, net.ErrClosed
+		}
+	} else if n.wstate.Load() == 2 && n.fd != 0 {
+		return 0, net.ErrClosed
+	}
+	if sent == total {
+		return total, nil
+	}
+	n.mu.Lock()
+	n.appendBacklog(bs, sent)
+	if !n.flushing {
+		n.flushing = true
+		go n.flusher()
+	}
+	n.mu.Unlock()
+	return total, nil
+}
+
+// rawWritev writes as much of bs as the socket takes now; -1 on a broken connection.
+func (n *npConn) rawWritev(bs [][]byte, total int) int {
+	sent := 0
+	for sent < total {
+		iov := n.iov[:0]
+		skip := sent
+		for _, b := range bs {
+			if skip >= len(b) {
+				skip -= len(b)
+				continue
+			}
+			iov = append(iov, b[skip:])
+			skip = 0
+			if len(iov) == 64 {
+				break
+			}
+		}
+		n.iov = iov
+		k, err := unix.Writev(n.fd, iov)
+		clear(iov)
+		if k > 0 {
+			sent += k
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return sent
+		}
+		if err != nil {
+			return -1
+		}
+		if k == 0 {
+			return sent
+		}
+	}
+	return sent
+}
+
+// appendBacklog copies bs minus its first skip bytes; n.mu is held.
+func (n *npConn) appendBacklog(bs [][]byte, skip int) {
+	for _, b := range bs {
+		if skip >= len(b) {
+			skip -= len(b)
+			continue
+		}
+		b = b[skip:]
+		skip = 0
+		n.pending.Add(int64(len(b)))
+		for len(b) > 0 {
+			last := len(n.backlog) - 1
+			if last < 0 || len(n.backlog[last]) == cap(n.backlog[last]) {
+				n.backlog = append(n.backlog, getNpChunk())
+				last++
+			}
+			t := n.backlog[last]
+			k := copy(t[len(t):cap(t)], b)
+			n.backlog[last] = t[:len(t)+k]
+			b = b[k:]
+		}
+	}
+}
+
+// flusher sends the backlog through netpoll, whose Write waits (off the reactor) until the
+// socket takes the bytes.
+func (n *npConn) flusher() {
+	for {
+		n.mu.Lock()
+		chunks := n.backlog
+		n.backlog = nil
+		if len(chunks) == 0 {
+			n.flushing = false
+			closeReq := n.closeReq
+			n.mu.Unlock()
+			if closeReq {
+				_ = n.nc.Close()
+			}
+			return
+		}
+		n.mu.Unlock()
+		var err error
+		for i, b := range chunks {
+			if err == nil {
+				_, err = n.nc.Write(b)
+			}
+			n.pending.Add(-int64(len(b)))
+			putNpChunk(b)
+			chunks[i] = nil
+		}
+		if err != nil {
+			n.mu.Lock()
+			for i, b := range n.backlog {
+				n.pending.Add(-int64(len(b)))
+				putNpChunk(b)
+				n.backlog[i] = nil
+			}
+			n.backlog = nil
+			n.flushing = false
+			n.mu.Unlock()
+			_ = n.nc.Close()
+			return
+		}
+	}
+}
+
+func (n *npConn) OutboundBuffered() int { return int(n.pending.Load()) }
+
+// Close closes once the backlog is sent (bounded: a reader that takes nothing for
+// npCloseGrace is cut off).
+func (n *npConn) Close() error {
+	n.mu.Lock()
+	if n.flushing {
+		first := !n.closeReq
+		n.closeReq = true
+		n.mu.Unlock()
+		if first {
+			nc := n.nc
+			time.AfterFunc(npCloseGrace, func() { _ = nc.Close() })
+		}
+		return nil
+	}
+	n.mu.Unlock()
+	return n.nc.Close()
+}
+
+const npCloseGrace = 2 * time.Second
+
+// Wake re-runs traffic processing: the pump waiting out a stall goes on.
+func (n *npConn) Wake() error {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (n *npConn) RemoteAddr() net.Addr { return n.nc.RemoteAddr() }
+
+// Backlog chunks are pooled: a connection holds them only while the kernel is behind.
+const npChunkSize = 16 * 1024
+
+var npChunkPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, npChunkSize)
+	return &b
+}}
+
+func getNpChunk() []byte { return (*npChunkPool.Get().(*[]byte))[:0] }
+
+func putNpChunk(b []byte) {
+	if cap(b) != npChunkSize {
+		return
+	}
+	b = b[:0]
+	npChunkPool.Put(&b)
+}
+
+// netpollLog routes netpoll's own log lines (accept failures such as EMFILE) to the server log.
+// netpoll's logger is process-wide: it goes to the engine started last.
+type netpollLog struct{}
+
+var npLogger atomic.Pointer[Logger]
+
+func (netpollLog) Write(p []byte) (int, error) {
+	if l := npLogger.Load(); l != nil && *l != nil {
+		(*l).Errorf("%s", trimNL(p))
+	}
+	return len(p), nil
+}
+
+func trimNL(p []byte) string {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return string(p)
+}

@@ -1,0 +1,435 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/natsd/natsd/auth"
+)
+
+func startAuth(t *testing.T, mod func(o *Options)) *Server {
+	t.Helper()
+	o := &Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true, Engine: os.Getenv("NATSD_ENGINE")}
+	mod(o)
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// raw is a hand-driven client connection.
+type raw struct {
+	t    *testing.T
+	c    net.Conn
+	br   *bufio.Reader
+	info map[string]any
+}
+
+func dialRawAuth(t *testing.T, s *Server) *raw {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := &raw{t: t, c: c, br: bufio.NewReader(c)}
+	line := r.line()
+	if !strings.HasPrefix(line, "INFO ") {
+		t.Fatalf("want INFO, got %q", line)
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimPrefix(line, "INFO "), " \r\n")), &r.info); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *raw) send(s string) {
+	r.t.Helper()
+	if _, err := r.c.Write([]byte(s)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *raw) line() string {
+	r.t.Helper()
+	_ = r.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	l, err := r.br.ReadString('\n')
+	if err != nil {
+		r.t.Fatalf("read: %v (got %q)", err, l)
+	}
+	if l == "PING\r\n" {
+		r.send("PONG\r\n")
+		return r.line()
+	}
+	return l
+}
+
+func (r *raw) expect(want string) {
+	r.t.Helper()
+	if got := r.line(); got != want {
+		r.t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// expectClosed reads until EOF.
+func (r *raw) expectClosed() {
+	r.t.Helper()
+	_ = r.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		l, err := r.br.ReadString('\n')
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				r.t.Fatalf("connection not closed")
+			}
+			return
+		}
+		if l != "PING\r\n" {
+			r.t.Fatalf("unexpected %q before close", l)
+		}
+	}
+}
+
+const authViolation = "-ERR 'Authorization Violation'\r\n"
+
+func TestAuthToken(t *testing.T) {
+	for _, hashed := range []bool{false, true} {
+		tok := "s3cr3t"
+		cfgTok := tok
+		if hashed {
+			h, _ := bcrypt.GenerateFromPassword([]byte(tok), 4)
+			cfgTok = string(h)
+		}
+		s := startAuth(t, func(o *Options) { o.Authorization = cfgTok })
+		nc, err := nats.Connect(s.ClientURL(), nats.Token(tok))
+		if err != nil {
+			t.Fatalf("hashed=%v: %v", hashed, err)
+		}
+		nc.Close()
+		if _, err := nats.Connect(s.ClientURL(), nats.Token("wrong")); err == nil || !strings.Contains(err.Error(), "Authorization Violation") {
+			t.Fatalf("hashed=%v: wrong token: %v", hashed, err)
+		}
+		r := dialRawAuth(t, s)
+		if r.info["auth_required"] != true {
+			t.Fatalf("INFO lacks auth_required: %v", r.info)
+		}
+		if _, ok := r.info["nonce"]; ok {
+			t.Fatal("nonce without nkeys")
+		}
+		r.send("CONNECT {\"verbose\":true,\"auth_token\":\"" + tok + "\"}\r\nPING\r\n")
+		r.expect("+OK\r\n")
+		r.expect("PONG\r\n")
+	}
+}
+
+func TestAuthUserPassword(t *testing.T) {
+	h, _ := bcrypt.GenerateFromPassword([]byte("pw2"), 4)
+	s := startAuth(t, func(o *Options) {
+		o.Users = []*auth.User{{Username: "plain", Password: "pw1"}, {Username: "hashed", Password: string(h)}}
+	})
+	for _, c := range []struct{ u, p string }{{"plain", "pw1"}, {"hashed", "pw2"}} {
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(c.u, c.p))
+		if err != nil {
+			t.Fatalf("%s: %v", c.u, err)
+		}
+		nc.Close()
+		if _, err := nats.Connect(s.ClientURL(), nats.UserInfo(c.u, "bad")); err == nil {
+			t.Fatalf("%s: bad password accepted", c.u)
+		}
+	}
+	if _, err := nats.Connect(s.ClientURL()); err == nil {
+		t.Fatal("no credentials accepted")
+	}
+	// Bytes after a bcrypt CONNECT wait for the verdict, in order.
+	r := dialRawAuth(t, s)
+	r.send("CONNECT {\"verbose\":false,\"user\":\"hashed\",\"pass\":\"pw2\"}\r\nSUB foo 1\r\nPUB foo 2\r\nhi\r\nPING\r\n")
+	r.expect("MSG foo 1 2\r\n")
+	r.expect("hi\r\n")
+	r.expect("PONG\r\n")
+	// Single user/password options.
+	s2 := startAuth(t, func(o *Options) { o.Username, o.Password = "u", "p" })
+	nc, err := nats.Connect(s2.ClientURL(), nats.UserInfo("u", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if _, err := nats.Connect(s2.ClientURL(), nats.UserInfo("u", "x")); err == nil {
+		t.Fatal("bad password accepted")
+	}
+}
+
+func TestAuthFirstOpMustBeConnect(t *testing.T) {
+	s := startAuth(t, func(o *Options) { o.Authorization = "tok" })
+	r := dialRawAuth(t, s)
+	r.send("PING\r\n")
+	r.expect(authViolation)
+	r.expectClosed()
+	r = dialRawAuth(t, s)
+	r.send("CONNECT {\"auth_token\":\"nope\"}\r\n")
+	r.expect(authViolation)
+	r.expectClosed()
+}
+
+func TestAuthNkey(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	s := startAuth(t, func(o *Options) { o.Nkeys = []*auth.NkeyUser{{Nkey: pub}} })
+	r := dialRawAuth(t, s)
+	nonce, _ := r.info["nonce"].(string)
+	if len(nonce) != 15 {
+		t.Fatalf("nonce %q", nonce)
+	}
+	sign := func(n []byte) ([]byte, error) {
+		k, err := nkeys.FromSeed(seed)
+		if err != nil {
+			return nil, err
+		}
+		return k.Sign(n)
+	}
+	nc, err := nats.Connect(s.ClientURL(), nats.Nkey(pub, sign))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	other, _ := nkeys.CreateUser()
+	opub, _ := other.PublicKey()
+	osign := func(n []byte) ([]byte, error) { return other.Sign(n) }
+	if _, err := nats.Connect(s.ClientURL(), nats.Nkey(opub, osign)); err == nil {
+		t.Fatal("unknown nkey accepted")
+	}
+	// Known key, wrong signature.
+	if _, err := nats.Connect(s.ClientURL(), nats.Nkey(pub, osign)); err == nil {
+		t.Fatal("bad signature accepted")
+	}
+}
+
+func TestAuthNoAuthUser(t *testing.T) {
+	s := startAuth(t, func(o *Options) {
+		o.Users = []*auth.User{
+			{Username: "a", Password: "pa", Permissions: &auth.Permissions{Publish: &auth.SubjectPermission{Allow: []string{"ok"}}}},
+			{Username: "b", Password: "pb"},
+		}
+		o.NoAuthUser = "a"
+	})
+	// Ops before CONNECT are allowed and run as "a".
+	r := dialRawAuth(t, s)
+	r.send("PUB ok 0\r\n\r\nPUB no 0\r\n\r\nPING\r\n")
+	r.expect("+OK\r\n")
+	r.expect("-ERR 'Permissions Violation for Publish to \"no\"'\r\n")
+	r.expect("PONG\r\n")
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	nc, err = nats.Connect(s.ClientURL(), nats.UserInfo("b", "pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if _, err := nats.Connect(s.ClientURL(), nats.UserInfo("b", "x")); err == nil {
+		t.Fatal("bad password accepted")
+	}
+}
+
+func TestAuthTimeout(t *testing.T) {
+	s := startAuth(t, func(o *Options) { o.Authorization = "tok"; o.AuthTimeout = 300 * time.Millisecond })
+	r := dialRawAuth(t, s)
+	start := time.Now()
+	r.expect("-ERR 'Authentication Timeout'\r\n")
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("timed out after %v", d)
+	}
+	r.expectClosed()
+	// No auth timer without auth.
+	s2 := startAuth(t, func(o *Options) { o.AuthTimeout = 200 * time.Millisecond })
+	r = dialRawAuth(t, s2)
+	time.Sleep(500 * time.Millisecond)
+	r.send("PING\r\n")
+	r.expect("PONG\r\n")
+}
+
+// permClient connects as user u (verbose off) with raw framing.
+func permClient(t *testing.T, s *Server, u string) *raw {
+	r := dialRawAuth(t, s)
+	r.send("CONNECT {\"verbose\":false,\"user\":\"" + u + "\",\"pass\":\"p\"}\r\n")
+	return r
+}
+
+func TestPermissionsPublishSubscribe(t *testing.T) {
+	s := startAuth(t, func(o *Options) {
+		o.Users = []*auth.User{
+			{Username: "u", Password: "p", Permissions: &auth.Permissions{
+				Publish:   &auth.SubjectPermission{Allow: []string{"pub.>", "req"}, Deny: []string{"pub.secret"}},
+				Subscribe: &auth.SubjectPermission{Allow: []string{"sub.*", "q.* grp", "any", "pub.>"}, Deny: []string{"sub.secret"}},
+			}},
+			{Username: "free", Password: "p"},
+		}
+	})
+	r := permClient(t, s, "u")
+	pubs := []struct {
+		subj string
+		ok   bool
+	}{{"pub.a", true}, {"pub.a.b", true}, {"other", false}, {"pub.secret", false}, {"req", true}, {"_GR_.x", false}, {"$GR.x", false}, {"$NRG.x", false}}
+	r.send("SUB pub.> 1\r\n")
+	for _, p := range pubs {
+		r.send("PUB " + p.subj + " 1\r\nx\r\nPING\r\n")
+		if p.subj == "req" {
+			r.expect("PONG\r\n") // allowed, nobody listens
+			continue
+		}
+		if p.ok {
+			r.expect("MSG " + p.subj + " 1 1\r\n")
+			r.expect("x\r\n")
+		} else {
+			r.expect("-ERR 'Permissions Violation for Publish to \"" + p.subj + "\"'\r\n")
+		}
+		r.expect("PONG\r\n")
+	}
+	subs := []struct {
+		subj, q, err string
+	}{
+		{"sub.a", "", ""},
+		{"sub.secret", "", "Permissions Violation for Subscription to \"sub.secret\""},
+		{"nope", "", "Permissions Violation for Subscription to \"nope\""},
+		{"q.a", "grp", ""},
+		{"q.a", "other", "Permissions Violation for Subscription to \"q.a\" using queue \"other\""},
+		{"q.a", "", "Permissions Violation for Subscription to \"q.a\""},
+		{"any", "whatever", ""},
+		{"any", "_sys_", "Permissions Violation for Subscription to \"any\" using queue \"_sys_\""},
+	}
+	for i, sb := range subs {
+		sid := string(rune('a' + i))
+		if sb.q != "" {
+			r.send("SUB " + sb.subj + " " + sb.q + " " + sid + "\r\nPING\r\n")
+		} else {
+			r.send("SUB " + sb.subj + " " + sid + "\r\nPING\r\n")
+		}
+		if sb.err != "" {
+			r.expect("-ERR '" + sb.err + "'\r\n")
+		}
+		r.expect("PONG\r\n")
+	}
+	// The wildcard sub.* subscription does not get sub.secret (delivery filter).
+	r.send("SUB sub.* w\r\nPING\r\n")
+	r.expect("PONG\r\n")
+	f := permClient(t, s, "free")
+	f.send("PUB sub.secret 1\r\ns\r\nPUB sub.b 1\r\nb\r\nPING\r\n")
+	f.expect("PONG\r\n")
+	for i := 0; i < 1; i++ { // only w matches sub.b; sub.secret is filtered out
+		if l := r.line(); !strings.HasPrefix(l, "MSG sub.b ") {
+			t.Fatalf("got %q", l)
+		}
+		r.expect("b\r\n")
+	}
+	// Still connected.
+	r.send("PING\r\n")
+	r.expect("PONG\r\n")
+}
+
+func TestPermissionsAllowResponses(t *testing.T) {
+	s := startAuth(t, func(o *Options) {
+		o.Users = []*auth.User{
+			{Username: "svc", Password: "p", Permissions: &auth.Permissions{
+				Subscribe: &auth.SubjectPermission{Allow: []string{"svc"}},
+				Response:  &auth.ResponsePermission{MaxMsgs: 1},
+			}},
+			{Username: "cli", Password: "p"},
+		}
+	})
+	svc, err := nats.Connect(s.ClientURL(), nats.UserInfo("svc", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	errs := make(chan error, 10)
+	svc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err })
+	_, err = svc.Subscribe("svc", func(m *nats.Msg) {
+		_ = m.Respond([]byte("one"))
+		_ = m.Respond([]byte("two")) // beyond max 1: denied
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = svc.Flush()
+	cli, err := nats.Connect(s.ClientURL(), nats.UserInfo("cli", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	m, err := cli.Request("svc", nil, 2*time.Second)
+	if err != nil || string(m.Data) != "one" {
+		t.Fatalf("request: %v %v", m, err)
+	}
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "Permissions Violation for Publish to") {
+			t.Fatalf("unexpected async error %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("second response was not denied")
+	}
+	// Publishing elsewhere is denied (allow_responses turns off the blanket allow).
+	if err := svc.Publish("elsewhere", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), `Permissions Violation for Publish to "elsewhere"`) {
+			t.Fatalf("unexpected async error %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("publish not denied")
+	}
+}
+
+func TestPermissionsDefault(t *testing.T) {
+	s := startAuth(t, func(o *Options) {
+		o.Users = []*auth.User{{Username: "u", Password: "p"}}
+		o.DefaultPermissions = &auth.Permissions{Publish: &auth.SubjectPermission{Deny: []string{"x.>"}}}
+	})
+	r := permClient(t, s, "u")
+	r.send("PUB x.y 0\r\n\r\nPUB y 0\r\n\r\nPING\r\n")
+	r.expect("-ERR 'Permissions Violation for Publish to \"x.y\"'\r\n")
+	r.expect("PONG\r\n")
+}
+
+func TestAuthReloadChangesPassword(t *testing.T) {
+	s := startAuth(t, func(o *Options) {
+		o.Users = []*auth.User{{Username: "a", Password: "p"}, {Username: "b", Password: "p",
+			Permissions: &auth.Permissions{Publish: &auth.SubjectPermission{Allow: []string{"x"}}}}}
+	})
+	ra := permClient(t, s, "a")
+	ra.send("PING\r\n")
+	ra.expect("PONG\r\n")
+	rb := permClient(t, s, "b")
+	rb.send("PUB y 0\r\n\r\nPING\r\n")
+	rb.expect("-ERR 'Permissions Violation for Publish to \"y\"'\r\n")
+	rb.expect("PONG\r\n")
+	old := s.getOpts()
+	n := *old
+	n.Users = []*auth.User{{Username: "a", Password: "new"}, {Username: "b", Password: "p",
+		Permissions: &auth.Permissions{Publish: &auth.SubjectPermission{Allow: []string{"y"}}}}}
+	if err := reloadAuth(s, old, &n); err != nil {
+		t.Fatal(err)
+	}
+	ra.expect(authViolation)
+	ra.expectClosed()
+	rb.send("PUB y 0\r\n\r\nPUB x 0\r\n\r\nPING\r\n")
+	rb.expect("-ERR 'Permissions Violation for Publish to \"x\"'\r\n")
+	rb.expect("PONG\r\n")
+}

@@ -1,0 +1,351 @@
+package server
+
+// The client tls {} block, and the tls.Config it (or the --tls* flags) builds.
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// DefaultTLSHandshakeFirstFallback is the delay of handshake_first: auto (nats-server's).
+const DefaultTLSHandshakeFirstFallback = 50 * time.Millisecond
+
+// TLSFiles describes a server TLS setup, as the tls {} block or the --tls* flags give it.
+type TLSFiles struct {
+	CertFile, KeyFile, CaFile string
+	Certs                     [][2]string // certs: [{cert_file, key_file}] (SNI)
+	Verify                    bool
+	Ciphers                   []uint16
+	Curves                    []tls.CurveID
+	MinVersion                uint16
+}
+
+var (
+	tlsCiphers = func() map[string]*tls.CipherSuite {
+		m := make(map[string]*tls.CipherSuite)
+		for _, cs := range tls.CipherSuites() {
+			m[cs.Name] = cs
+		}
+		for _, cs := range tls.InsecureCipherSuites() {
+			m[cs.Name] = cs
+		}
+		return m
+	}()
+	tlsCurves = map[string]tls.CurveID{
+		"SecP384r1MLKEM1024": tls.SecP384r1MLKEM1024,
+		"SecP256r1MLKEM768":  tls.SecP256r1MLKEM768,
+		"X25519MLKEM768":     tls.X25519MLKEM768,
+		"X25519":             tls.X25519,
+		"CurveP256":          tls.CurveP256,
+		"CurveP384":          tls.CurveP384,
+		"CurveP521":          tls.CurveP521,
+	}
+)
+
+// DefaultTLSCiphers is every cipher suite Go considers secure (nats-server's default).
+func DefaultTLSCiphers() []uint16 {
+	var ids []uint16
+	for _, cs := range tls.CipherSuites() {
+		ids = append(ids, cs.ID)
+	}
+	return ids
+}
+
+func defaultTLSCurves() []tls.CurveID {
+	return []tls.CurveID{tls.X25519MLKEM768, tls.SecP384r1MLKEM1024, tls.SecP256r1MLKEM768,
+		tls.X25519, tls.CurveP256, tls.CurveP384, tls.CurveP521}
+}
+
+// GenTLSConfig loads certificates and CAs into a server tls.Config.
+func GenTLSConfig(tf *TLSFiles) (*tls.Config, error) {
+	c := &tls.Config{
+		MinVersion:       tls.VersionTLS12,
+		CipherSuites:     tf.Ciphers,
+		CurvePreferences: tf.Curves,
+	}
+	switch {
+	case tf.CertFile != "" && tf.KeyFile == "":
+		return nil, errors.New("missing 'key_file' in TLS configuration")
+	case tf.CertFile == "" && tf.KeyFile != "":
+		return nil, errors.New("missing 'cert_file' in TLS configuration")
+	case tf.CertFile != "":
+		cert, err := loadKeyPair(tf.CertFile, tf.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("error parsing X509 certificate/key pair: %v", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	case len(tf.Certs) > 0:
+		for i, pair := range tf.Certs {
+			cert, err := loadKeyPair(pair[0], pair[1])
+			if err != nil {
+				return nil, fmt.Errorf("error parsing X509 certificate/key pair %d/%d: %v", i+1, len(tf.Certs), err)
+			}
+			c.Certificates = append(c.Certificates, cert)
+		}
+	}
+	if tf.Verify {
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	if tf.CaFile != "" {
+		pem, err := os.ReadFile(tf.CaFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("failed to parse root ca certificate")
+		}
+		c.ClientCAs = pool
+	}
+	if tf.MinVersion > 0 {
+		if tf.MinVersion < tls.VersionTLS12 {
+			return nil, fmt.Errorf("unsupported minimum TLS version: %s", tls.VersionName(tf.MinVersion))
+		}
+		c.MinVersion = tf.MinVersion
+	}
+	return c, nil
+}
+
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, err
+	}
+	cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0])
+	return cert, err
+}
+
+func (p *cfgParser) tls(o *Options, e entry) {
+	m, ok := p.mapping(e)
+	if !ok {
+		return
+	}
+	tf := &TLSFiles{}
+	var (
+		timeout       time.Duration
+		mapUser       bool
+		first         bool
+		fallback      time.Duration
+		allowInsecure bool
+		insecure      []string
+		bad           bool
+	)
+	fileField := func(f entry, dst *string) {
+		s, ok := f.v.(string)
+		if !ok {
+			p.fail(f.tk, "error parsing tls config, expected '%s' to be filename", f.key)
+			bad = true
+			return
+		}
+		*dst = s
+	}
+	boolField := func(f entry) bool {
+		b, ok := f.v.(bool)
+		if !ok {
+			p.fail(f.tk, "error parsing tls config, expected '%s' to be a boolean", f.key)
+			bad = true
+		}
+		return b
+	}
+	for _, f := range p.entries(m) {
+		switch strings.ToLower(f.key) {
+		case "cert_file":
+			fileField(f, &tf.CertFile)
+		case "key_file":
+			fileField(f, &tf.KeyFile)
+		case "ca_file":
+			fileField(f, &tf.CaFile)
+		case "verify":
+			tf.Verify = tf.Verify || boolField(f)
+		case "verify_and_map":
+			if b := boolField(f); b {
+				tf.Verify, mapUser = true, true
+			}
+		case "verify_cert_and_check_known_urls":
+			if boolField(f) {
+				p.fail(f.tk, "verify_cert_and_check_known_urls not supported in this context")
+				bad = true
+			}
+		case "insecure":
+			boolField(f) // only meaningful when dialing out
+			p.unsupported(f.tk, "tls."+f.key)
+		case "allow_insecure_cipher_suites":
+			allowInsecure = boolField(f)
+		case "cipher_suites":
+			arr, ok := f.v.([]any)
+			if !ok || len(arr) == 0 {
+				p.fail(f.tk, "error parsing tls config, 'cipher_suites' cannot be empty")
+				bad = true
+				continue
+			}
+			tf.Ciphers = []uint16{}
+			for _, raw := range arr {
+				tk, v := p.unwrap(raw)
+				name, _ := v.(string)
+				cs, ok := tlsCiphers[name]
+				if !ok {
+					p.fail(tk, "unrecognized cipher %s", name)
+					bad = true
+					continue
+				}
+				tf.Ciphers = append(tf.Ciphers, cs.ID)
+				if cs.Insecure {
+					insecure = append(insecure, cs.Name)
+				}
+			}
+		case "curve_preferences":
+			arr, ok := f.v.([]any)
+			if !ok || len(arr) == 0 {
+				p.fail(f.tk, "error parsing tls config, 'curve_preferences' cannot be empty")
+				bad = true
+				continue
+			}
+			tf.Curves = []tls.CurveID{}
+			for _, raw := range arr {
+				tk, v := p.unwrap(raw)
+				name, _ := v.(string)
+				id, ok := tlsCurves[name]
+				if !ok {
+					p.fail(tk, "unrecognized curve preference %s", name)
+					bad = true
+					continue
+				}
+				tf.Curves = append(tf.Curves, id)
+			}
+		case "timeout":
+			if d, ok := p.seconds(f, "tls"); ok {
+				timeout = d
+			} else {
+				bad = true
+			}
+		case "handshake_first", "first", "immediate":
+			switch v := f.v.(type) {
+			case bool:
+				first = v
+			case string:
+				switch strings.ToLower(v) {
+				case "true", "on":
+					first = true
+				case "false", "off":
+					first = false
+				case "auto", "auto_fallback":
+					first, fallback = true, DefaultTLSHandshakeFirstFallback
+				default:
+					d, err := time.ParseDuration(v)
+					if err != nil {
+						p.fail(f.tk, "field %q's value %q is invalid", f.key, v)
+						bad = true
+						continue
+					}
+					first, fallback = true, d
+				}
+			default:
+				p.fail(f.tk, "field %q should be a boolean or a string, got %s", f.key, typeName(f.v))
+				bad = true
+			}
+		case "min_version":
+			s, ok := f.v.(string)
+			var ver uint16
+			switch {
+			case !ok:
+				p.fail(f.tk, "error parsing tls config: 'min_version' wrong type: %v", f.v)
+			case s == "1.2":
+				ver = tls.VersionTLS12
+			case s == "1.3":
+				ver = tls.VersionTLS13
+			case s == "1.0" || s == "1.1":
+				p.fail(f.tk, "error parsing tls config: unsupported TLS version: TLS %s", s)
+			default:
+				p.fail(f.tk, "error parsing tls config: unknown version: %s", s)
+			}
+			if ver == 0 {
+				bad = true
+				continue
+			}
+			tf.MinVersion = ver
+		case "certs", "certificates":
+			arr, ok := f.v.([]any)
+			if !ok {
+				p.fail(f.tk, "error parsing certificates config: unsupported type %s", typeName(f.v))
+				bad = true
+				continue
+			}
+			for _, raw := range arr {
+				tk, v := p.unwrap(raw)
+				cm, ok := v.(map[string]any)
+				if !ok {
+					p.fail(tk, "error parsing certificates config: unsupported type %s", typeName(v))
+					bad = true
+					continue
+				}
+				var pair [2]string
+				for _, c := range p.entries(cm) {
+					switch strings.ToLower(c.key) {
+					case "cert_file":
+						fileField(c, &pair[0])
+					case "key_file":
+						fileField(c, &pair[1])
+					default:
+						p.fail(c.tk, "error parsing tls certs config, unknown field %q", c.key)
+						bad = true
+					}
+				}
+				if pair[0] == "" || pair[1] == "" {
+					p.fail(tk, "error parsing certificates config: both 'cert_file' and 'cert_key' options are required")
+					bad = true
+					continue
+				}
+				tf.Certs = append(tf.Certs, pair)
+			}
+		case "connection_rate_limit":
+			if _, ok := f.v.(int64); !ok {
+				p.fail(f.tk, "error parsing tls config, 'connection_rate_limit' wrong type")
+				bad = true
+				continue
+			}
+			p.unsupported(f.tk, "tls."+f.key)
+		case "pinned_certs", "ocsp_peer", "cert_store", "cert_match_by", "cert_match",
+			"ca_certs_match", "cert_match_skip_invalid":
+			// Each of these restricts who may connect (or picks the certificate); ignoring one
+			// would weaken the setup the operator asked for.
+			p.fail(f.tk, "tls option %q is not supported yet", f.key)
+			bad = true
+		default:
+			p.fail(f.tk, "error parsing tls config, unknown field %q", f.key)
+			bad = true
+		}
+	}
+	if bad {
+		return
+	}
+	if len(tf.Certs) > 0 && tf.CertFile != "" {
+		p.fail(e.tk, "error parsing tls config, cannot combine 'cert_file' option with 'certs' option")
+		return
+	}
+	if tf.Ciphers == nil {
+		tf.Ciphers = DefaultTLSCiphers()
+	}
+	if tf.Curves == nil {
+		tf.Curves = defaultTLSCurves()
+	}
+	if len(insecure) > 0 && !allowInsecure {
+		p.fail(e.tk, "insecure cipher suites configured without 'allow_insecure_cipher_suites' option set: %s", strings.Join(insecure, ", "))
+		return
+	}
+	tc, err := GenTLSConfig(tf)
+	if err != nil {
+		p.fail(e.tk, "%v", err)
+		return
+	}
+	o.TLSConfig = tc
+	o.TLSTimeout = timeout
+	o.TLSVerify = tf.Verify
+	o.TLSMap = mapUser
+	o.TLSHandshakeFirst = first
+	o.TLSHandshakeFirstFallback = fallback
+}

@@ -1,0 +1,189 @@
+package server
+
+// Hot reload (SIGHUP, --signal reload, Server.Reload): parse the config file again, re-apply
+// the command-line flags on top, diff old and new options field by field, reject the whole
+// reload if a field that cannot change at run time did, then apply the rest.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"sync"
+
+	"github.com/natsd/natsd/loop"
+)
+
+// reloadApplier applies one group of reloaded options to a running server. Appliers run in
+// order after the server's own (logging, limits), once the diff has been accepted and s's
+// options updated; old and new are private copies.
+type reloadApplier func(s *Server, old, new *Options) error
+
+// reloadAppliers are registered from init() by the packages' other files (auth, TLS).
+var reloadAppliers []reloadApplier
+
+// reloadState is the server's reload bookkeeping.
+type reloadState struct {
+	mu    sync.Mutex           // one reload at a time
+	flags func(*Options) error // re-applies command-line flags (flags win over the file)
+}
+
+// SetFlagOverrides installs fn, which re-applies the command-line flags onto options loaded
+// from the config file; Reload calls it so that flags keep winning after a reload.
+func (s *Server) SetFlagOverrides(fn func(*Options) error) {
+	s.rl.mu.Lock()
+	s.rl.flags = fn
+	s.rl.mu.Unlock()
+}
+
+// getOpts returns a copy of the current options, safe to read while a reload runs.
+func (s *Server) getOpts() *Options {
+	s.mu.Lock()
+	o := s.opts
+	s.mu.Unlock()
+	return &o
+}
+
+// Options that a reload may change. Any other field that differs rejects the reload (a field
+// added to Options later is not reloadable until it is listed here).
+var reloadable = map[string]bool{
+	// Limits (loop.Limits).
+	"MaxPayload": true, "MaxControlLine": true, "MaxConn": true, "MaxConnSet": true,
+	"PingInterval": true, "MaxPingsOut": true, "WriteDeadline": true, "NoFastProducerStall": true,
+	"AuthTimeout": true,
+	// Logging and files.
+	"Debug": true, "Trace": true, "Logtime": true, "LogFile": true, "PidFile": true,
+	// Authentication and TLS: applied by the appliers the auth/TLS code registers.
+	"Username": true, "Password": true, "Authorization": true, "Users": true, "Nkeys": true,
+	"NoAuthUser": true, "DefaultPermissions": true,
+	"TLSConfig": true, "TLSTimeout": true, "TLSVerify": true, "TLSHandshakeFirst": true,
+	"TLSHandshakeFirstFallback": true,
+}
+
+// diffOptions lists the fields that differ, or fails with nats-server's text on the first
+// one that cannot be reloaded.
+func diffOptions(old, new *Options) ([]string, error) {
+	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem()
+	t := ov.Type()
+	var changed []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		a, b := ov.Field(i), nv.Field(i)
+		var same bool
+		switch {
+		case f.Name == "TLSConfig":
+			// A tls.Config holds loaded certificates (maybe renewed on disk): always re-apply
+			// it when TLS is configured.
+			same = a.IsNil() && b.IsNil()
+		case f.Type.Kind() == reflect.Func:
+			same = a.IsNil() == b.IsNil()
+		default:
+			same = reflect.DeepEqual(a.Interface(), b.Interface())
+		}
+		if same {
+			continue
+		}
+		if !reloadable[f.Name] {
+			return nil, fmt.Errorf("config reload not supported for %s: old=%v, new=%v", f.Name, a.Interface(), b.Interface())
+		}
+		changed = append(changed, f.Name)
+	}
+	return changed, nil
+}
+
+// Reload re-reads the config file and applies what changed; on error nothing is applied.
+func (s *Server) Reload() error {
+	s.rl.mu.Lock()
+	defer s.rl.mu.Unlock()
+	cur := s.getOpts()
+	if cur.ConfigFile == "" {
+		return errors.New("can only reload config when a file is provided using -c or --config")
+	}
+	s.mu.Lock()
+	running := s.running
+	s.mu.Unlock()
+	if !running {
+		return errors.New("server is not running")
+	}
+	n := &Options{Logtime: true}
+	rep, err := n.ProcessConfigFile(cur.ConfigFile)
+	if err != nil {
+		return err
+	}
+	if s.rl.flags != nil {
+		if err := s.rl.flags(n); err != nil {
+			return err
+		}
+	}
+	// What the file cannot say and start-up settled: the embedder's choices.
+	n.ConfigFile, n.NoSigs, n.NoLog = cur.ConfigFile, cur.NoSigs, cur.NoLog
+	if err := prepareOptions(n); err != nil {
+		return err
+	}
+	if n.ServerName == "" && cur.ServerName == s.id {
+		n.ServerName = s.id // the generated name stays
+	}
+	changed, err := diffOptions(cur, n)
+	if err != nil {
+		return err
+	}
+	for _, w := range rep.Warnings {
+		s.log.Warnf("%v", w)
+	}
+	// Logging first: the only applier of ours that can fail (a log file that cannot be opened),
+	// and then nothing else has changed yet.
+	if err := s.log.reconfigure(n); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	dst := reflect.ValueOf(&s.opts).Elem()
+	src := reflect.ValueOf(n).Elem()
+	for _, name := range changed {
+		dst.FieldByName(name).Set(src.FieldByName(name))
+	}
+	s.mu.Unlock()
+	if n.PidFile != cur.PidFile && n.PidFile != "" {
+		if err := writePidFile(n.PidFile); err != nil {
+			s.log.Errorf("could not write pidfile: %v", err)
+		}
+	}
+	if s.eng != nil {
+		if err := s.eng.UpdateLimits(limitsOf(n)); err != nil {
+			return fmt.Errorf("applying limits: %v", err)
+		}
+	}
+	for _, apply := range reloadAppliers {
+		if err := apply(s, cur, n); err != nil {
+			return err
+		}
+	}
+	for _, name := range changed {
+		s.log.Debugf("Reloaded: %s", name)
+	}
+	if rep.Digest != "" {
+		s.log.Noticef("Reloaded server configuration (%s)", rep.Digest)
+	} else {
+		s.log.Noticef("Reloaded server configuration")
+	}
+	return nil
+}
+
+// limitsOf is the reloadable part of the loop's configuration.
+func limitsOf(o *Options) loop.Limits {
+	return loop.Limits{
+		MaxPayload:          int(o.MaxPayload),
+		MaxControlLine:      int(o.MaxControlLine),
+		MaxConn:             o.MaxConn,
+		PingInterval:        o.PingInterval,
+		MaxPingsOut:         o.MaxPingsOut,
+		AuthTimeout:         o.AuthTimeout,
+		WriteDeadline:       o.WriteDeadline,
+		NoFastProducerStall: o.NoFastProducerStall,
+		Trace:               o.Trace,
+	}
+}
+
+func writePidFile(path string) error {
+	return os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())), 0o660)
+}

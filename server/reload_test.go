@@ -1,0 +1,293 @@
+package server
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// startFromConf starts a server from a config file the test can rewrite, as main does:
+// defaults, the file, then the "flags" (here: fn) on top.
+func startFromConf(t *testing.T, body string, flags func(*Options) error) (*Server, string) {
+	t.Helper()
+	path := writeConf(t, body)
+	o := &Options{Logtime: true}
+	if _, err := o.ProcessConfigFile(path); err != nil {
+		t.Fatal(err)
+	}
+	o.NoSigs = true
+	o.NoLog = !strings.Contains(t.Name(), "Logging")
+	if flags != nil {
+		if err := flags(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags != nil {
+		s.SetFlagOverrides(flags)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s, path
+}
+
+func rewrite(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawClient is a bare protocol connection, to see exactly what the server sends.
+type rawClient struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialRaw(t *testing.T, s *Server) *rawClient {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rc := &rawClient{c: c, r: bufio.NewReader(c)}
+	info := rc.line(t)
+	if !strings.HasPrefix(info, "INFO ") {
+		t.Fatalf("greeting %q", info)
+	}
+	return rc
+}
+
+func (rc *rawClient) line(t *testing.T) string {
+	t.Helper()
+	_ = rc.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	l, err := rc.r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read: %v (got %q)", err, l)
+	}
+	return strings.TrimRight(l, "\r\n")
+}
+
+func (rc *rawClient) send(t *testing.T, s string) {
+	t.Helper()
+	if _, err := rc.c.Write([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const reloadBase = `
+host: 127.0.0.1
+port: -1
+server_name: reload_test
+max_payload: 1MB
+ping_interval: "2m"
+debug: false
+`
+
+// engines are the network drivers reload must work on.
+var engines = []string{"gnet", "netpoll"}
+
+func TestReloadLimitsAndLogging(t *testing.T) {
+	for _, eng := range engines {
+		t.Run(eng, func(t *testing.T) { testReloadLimitsAndLogging(t, "engine: "+eng+"\n"+reloadBase) })
+	}
+}
+
+func testReloadLimitsAndLogging(t *testing.T, base string) {
+	s, path := startFromConf(t, base, nil)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, _ := nc.SubscribeSync("a")
+	_ = nc.Flush()
+	raw := dialRaw(t, s)
+	raw.send(t, "CONNECT {\"verbose\":false}\r\nPING\r\n")
+	if l := raw.line(t); l != "PONG" {
+		t.Fatalf("got %q", l)
+	}
+
+	logFile := filepath.Join(t.TempDir(), "natsd.log")
+	rewrite(t, path, strings.NewReplacer("max_payload: 1MB", "max_payload: 1000\nmax_connections: 50",
+		`ping_interval: "2m"`, `ping_interval: "45s"`+"\nping_max: 4\nwrite_deadline: 3s\nno_fast_producer_stall: true",
+		"debug: false", "debug: true\ntrace: true\nlogtime: false\nlog_file: "+logFile).Replace(base))
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	o := s.getOpts()
+	if o.MaxPayload != 1000 || o.MaxConn != 50 || o.PingInterval != 45*time.Second || o.MaxPingsOut != 4 ||
+		o.WriteDeadline != 3*time.Second || !o.NoFastProducerStall || !o.Debug || !o.Trace || o.Logtime || o.LogFile != logFile {
+		t.Fatalf("options after reload: %+v", o)
+	}
+	v := s.Varz()
+	if v.MaxPayload != 1000 || v.MaxConn != 50 || v.PingInterval != 45*time.Second {
+		t.Fatalf("varz after reload: payload %d conn %d ping %v", v.MaxPayload, v.MaxConn, v.PingInterval)
+	}
+	// Connections stayed up and still route.
+	if !nc.IsConnected() || s.NumClients() != 2 {
+		t.Fatalf("connected=%v clients=%d", nc.IsConnected(), s.NumClients())
+	}
+	if err := nc.Publish("a", []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(2 * time.Second); err != nil || string(m.Data) != "still here" {
+		t.Fatalf("delivery after reload: %v %v", m, err)
+	}
+	// A new connection is told the new max_payload.
+	nc2, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	if nc2.MaxPayload() != 1000 {
+		t.Fatalf("INFO max_payload = %d", nc2.MaxPayload())
+	}
+	// An existing connection is held to it as well.
+	raw.send(t, "PUB a 2000\r\n"+strings.Repeat("x", 2000)+"\r\n")
+	if l := raw.line(t); l != "-ERR 'Maximum Payload Violation'" {
+		t.Fatalf("got %q", l)
+	}
+	// Logging went to the new file, with debug on and no timestamps.
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "[DBG]")
+	})
+	b, _ := os.ReadFile(logFile)
+	if strings.Contains(string(b), "/") && strings.Contains(strings.SplitN(string(b), "\n", 2)[0], "/20") {
+		t.Fatalf("logtime off but timestamps in %q", b)
+	}
+}
+
+func TestReloadRejectsNonReloadable(t *testing.T) {
+	s, path := startFromConf(t, reloadBase, nil)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	before := *s.getOpts()
+	for _, tc := range []struct{ change, want string }{
+		{"server_name: other", "config reload not supported for ServerName: old=reload_test, new=other"},
+		{"port: 4999", "config reload not supported for Port: old=-1, new=4999"},
+		{"max_pending: 1GB", "config reload not supported for MaxPending"},
+		{"max_subs: 5", "config reload not supported for MaxSubs"},
+		{"lame_duck_duration: \"1m\"", "config reload not supported for LameDuckDuration"},
+		{"bogus_key: 1", `unknown field "bogus_key"`},
+	} {
+		// Reloadable changes ride along, and must not be applied either.
+		body := strings.Replace(reloadBase, `ping_interval: "2m"`, `ping_interval: "5s"`, 1) + "debug: true\n" + tc.change + "\n"
+		body = strings.Replace(body, "server_name: reload_test\n", "", strings.Count(tc.change, "server_name"))
+		body = strings.Replace(body, "port: -1\n", "", strings.Count(tc.change, "port:"))
+		rewrite(t, path, body)
+		err := s.Reload()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: err = %v, want %q", tc.change, err, tc.want)
+		}
+		if after := *s.getOpts(); after.PingInterval != before.PingInterval || after.Debug || s.log.debug.Load() {
+			t.Fatalf("%s: half-applied: ping %v debug %v", tc.change, after.PingInterval, after.Debug)
+		}
+	}
+	if !nc.IsConnected() {
+		t.Fatal("client dropped")
+	}
+}
+
+// Flags given at start-up keep winning over the file after a reload.
+func TestReloadKeepsFlags(t *testing.T) {
+	flags := func(o *Options) error { o.Debug = true; o.MaxPingsOut = 7; return nil }
+	s, path := startFromConf(t, reloadBase, flags)
+	if o := s.getOpts(); !o.Debug || o.MaxPingsOut != 7 {
+		t.Fatalf("start: %+v", o)
+	}
+	rewrite(t, path, reloadBase+"ping_max: 3\nmax_payload: 2MB\n")
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if o := s.getOpts(); !o.Debug || o.MaxPingsOut != 7 || o.MaxPayload != 2<<20 {
+		t.Fatalf("after reload: debug %v ping_max %d payload %d", o.Debug, o.MaxPingsOut, o.MaxPayload)
+	}
+}
+
+func TestReloadBadFileKeepsRunning(t *testing.T) {
+	s, path := startFromConf(t, reloadBase, nil)
+	rewrite(t, path, "port: [\n")
+	err := s.Reload()
+	if err == nil || !strings.Contains(err.Error(), "nats.conf:") {
+		t.Fatalf("err = %v", err)
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	noFile, _ := New(&Options{NoLog: true, NoSigs: true})
+	if err := noFile.Reload(); err == nil || !strings.Contains(err.Error(), "can only reload config when a file is provided") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Many connections publishing while limits are reloaded over and over: race-free (-race) and
+// nobody is dropped.
+func TestReloadUnderLoad(t *testing.T) {
+	for _, eng := range engines {
+		t.Run(eng, func(t *testing.T) { testReloadUnderLoad(t, "engine: "+eng+"\nreactors: 2\n"+reloadBase) })
+	}
+}
+
+func testReloadUnderLoad(t *testing.T, base string) {
+	s, path := startFromConf(t, base, nil)
+	var conns []*nats.Conn
+	for range 4 {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_, _ = nc.Subscribe("load", func(*nats.Msg) {})
+		conns = append(conns, nc)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			nc := conns[i%len(conns)]
+			_ = nc.Publish("load", []byte("hello"))
+			if i%100 == 99 {
+				_ = nc.FlushTimeout(5 * time.Second) // bounded in flight: this tests reloads, not overload
+			}
+		}
+	}()
+	for i := range 10 {
+		ping := []string{"30s", "1m"}[i%2]
+		rewrite(t, path, strings.Replace(base, `"2m"`, `"`+ping+`"`, 1))
+		if err := s.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
+	for _, nc := range conns {
+		if err := nc.Flush(); err != nil || !nc.IsConnected() {
+			t.Fatalf("connection lost: %v", err)
+		}
+	}
+}
