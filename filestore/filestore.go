@@ -104,8 +104,12 @@ type seg struct {
 }
 
 // FileStore is the file-backed Store. All mutations run on one writer
-// goroutine, which writes a whole batch with one write and one fsync before
-// acknowledging any of it (group commit).
+// goroutine, which writes a whole batch with one pwrite per touched block; a
+// batch is acknowledged only once an fsync started after that write has
+// returned (group commit). With SyncInterval 0 the fsync runs on a second
+// goroutine (the syncer) and acknowledgements on a third (the acker), so the
+// writer encodes and writes the next batch while the previous one is being
+// synced. See the pipeline comment in writer.go.
 type FileStore struct {
 	cfg  Config
 	fs   FS
@@ -130,10 +134,20 @@ type FileStore struct {
 
 	qmu    sync.Mutex
 	queue  []*op
-	spare  []*op
+	free   [][]*op // op slices handed back after acknowledgement
 	closed bool
 	wake   chan struct{}
 	done   chan struct{}
+
+	// pipeline (SyncInterval 0): written batches waiting for their fsync
+	pmu     sync.Mutex
+	pcond   sync.Cond // syncer waits: pending becomes non-empty or pclosed is set
+	pending []*commit
+	pclosed bool
+	acks    chan synced   // syncer -> acker
+	sdone   chan struct{} // closed when the acker has finished
+
+	failure atomic.Pointer[error] // set once by the first write or sync error
 
 	// writer-owned
 	nextID     uint64
@@ -145,7 +159,6 @@ type FileStore struct {
 	floor      uint64 // floor marker to emit at the end of the batch
 	dirty      bool
 	armed      bool
-	failed     error
 	indexStale bool
 	timer      *time.Timer
 }
@@ -185,6 +198,13 @@ func Open(cfg Config) (*FileStore, error) {
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, err
+	}
+	if s.pipelined() {
+		s.pcond.L = &s.pmu
+		s.acks = make(chan synced, 16)
+		s.sdone = make(chan struct{})
+		go s.syncer()
+		go s.acker()
 	}
 	go s.writer()
 	if cfg.Limits.MaxAge > 0 {
@@ -289,9 +309,9 @@ func (s *FileStore) enqueue(o *op) {
 		return
 	}
 	s.queue = append(s.queue, o)
-	first := len(s.queue) == 1
+	n := len(s.queue)
 	s.qmu.Unlock()
-	if first {
+	if n == 1 || n == minBatch {
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -314,7 +334,7 @@ func (s *FileStore) Stop() error {
 	default:
 	}
 	<-s.done
-	return s.failed
+	return s.failed()
 }
 
 // ---- reads ----

@@ -25,12 +25,25 @@ type index struct {
 // writeIndex records which sequences the blocks hold. Recovery always
 // verifies every block by checksum; the index is what lets it tell "this
 // damaged tail held acknowledged messages 41..57" from "a write was torn".
-// It is only written when everything it describes has been synced.
+// It is only written when everything it describes has been synced: by the
+// writer when nothing is in flight (open, stop, periodic sync), and by the
+// syncer from a snapshot taken when the batch it describes was applied.
 func (s *FileStore) writeIndex() {
 	s.mu.RLock()
-	b := []byte(indexMagic)
+	b := s.indexBytesLocked(s.durable)
+	s.mu.RUnlock()
+	if s.writeIndexBytes(b) == nil {
+		s.indexStale = false
+	}
+}
+
+// indexBytesLocked encodes index.db for the current block list with last as
+// the last durable sequence; the caller holds mu.
+func (s *FileStore) indexBytesLocked(last uint64) []byte {
+	b := make([]byte, 0, 4+1+8+4+32*len(s.blocks)+8)
+	b = append(b, indexMagic...)
 	b = append(b, 1)
-	b = binary.LittleEndian.AppendUint64(b, s.durable)
+	b = binary.LittleEndian.AppendUint64(b, last)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(s.blocks)))
 	for _, blk := range s.blocks {
 		b = binary.LittleEndian.AppendUint64(b, blk.id)
@@ -38,13 +51,15 @@ func (s *FileStore) writeIndex() {
 		b = binary.LittleEndian.AppendUint64(b, blk.end())
 		b = binary.LittleEndian.AppendUint64(b, uint64(blk.size))
 	}
-	s.mu.RUnlock()
-	b = binary.LittleEndian.AppendUint64(b, recSum(b))
-	if err := writeFileAtomic(s.fs, s.dir, indexName, b); err != nil {
+	return binary.LittleEndian.AppendUint64(b, recSum(b))
+}
+
+func (s *FileStore) writeIndexBytes(b []byte) error {
+	err := writeFileAtomic(s.fs, s.dir, indexName, b)
+	if err != nil {
 		s.logf("filestore: %s: writing index: %v", s.cfg.Dir, err)
-		return
 	}
-	s.indexStale = false
+	return err
 }
 
 func parseIndex(b []byte) (*index, bool) {
@@ -358,6 +373,15 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	s.durable = last
 	if n := len(s.blocks); n > 0 {
 		b := s.blocks[n-1]
+		if !b.sealed && b.f != nil && s.cfg.SyncInterval >= 0 {
+			// A process that crashed (rather than lost power) may have left
+			// unsynced records in the page cache that were read above as
+			// valid. Sync them before anything is written after them: a
+			// later block must never be durable ahead of an earlier one.
+			if err := b.f.Sync(); err != nil {
+				return err
+			}
+		}
 		if !b.sealed && b.size < s.cfg.BlockSize && b.f != nil {
 			s.act = b
 		}

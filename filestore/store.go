@@ -13,8 +13,9 @@ import (
 type Store interface {
 	// StoreAsync appends a record and calls cb once the record is durable
 	// (fsync'd by default). It never blocks on disk, so an event loop may call
-	// it; cb runs on the store's writer goroutine and must not block. hdr and
-	// msg are copied before StoreAsync returns.
+	// it; cb runs on a store goroutine (FileStore: the one that acknowledges
+	// synced batches) and must not block. hdr and msg are copied before
+	// StoreAsync returns.
 	StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error))
 	// StoreMsg is the blocking form of StoreAsync.
 	StoreMsg(subj string, hdr, msg []byte) (seq uint64, ts int64, err error)

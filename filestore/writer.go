@@ -9,9 +9,71 @@ import (
 	"github.com/klauspost/compress/s2"
 )
 
-// writer is the store's only mutator. While it writes and fsyncs one batch,
-// the next batch queues up behind it; that is what turns 256 concurrent
-// writers into roughly one fsync per 256 records.
+// With SyncInterval 0 the store commits through a three-stage pipeline:
+//
+//	writer: apply+encode+pwrite batches ...  N  N+1 N+2 ...
+//	syncer:     fsync covering N | fsync covering N+1, N+2 | ...
+//	acker:                       ack N        |            ack N+1, N+2
+//
+// The writer hands each written batch (a commit) to the syncer and goes on to
+// the next batch without waiting. The syncer takes every commit handed over
+// so far, fsyncs the block files they wrote (and the directory when one
+// created a block file) and passes them to the acker. Only then, after that
+// fsync has returned, does the acker make them visible to readers
+// (durable), call their callbacks, and do what must follow durability:
+// sealing rolled blocks, deleting emptied ones, rewriting index.db.
+//
+// An fsync covers the writes that completed before it started. A commit is
+// pending only once its pwrites have returned, and the syncer starts its
+// fsync after taking it, so the fsync a commit waits for was always started
+// after its data was written. What the writer writes while that fsync runs
+// belongs to later commits, which wait for a later fsync.
+
+// minBatch is how many queued operations make the writer write a batch while
+// an earlier written batch is still waiting for the syncer: that batch will
+// not be synced before the syncer is free anyway, so smaller ones are left to
+// grow (each batch costs a pwrite) until the syncer takes what is pending.
+const minBatch = 32
+
+// commit is one written batch waiting for the fsync that covers it.
+type commit struct {
+	ops     []*op
+	last    uint64   // s.last after the batch: durable once the batch is synced
+	err     error    // the batch's write failed
+	files   []File   // block files the batch wrote to
+	created bool     // the batch created a block file: the directory needs a sync
+	rolled  []*block // blocks that stopped being active in this batch
+	dead    []*block // emptied blocks dropped in this batch
+	idx     []byte   // index.db describing the store after this batch, when it changed
+}
+
+// synced is a group of commits covered by one fsync (or failed by err).
+type synced struct {
+	group []*commit
+	err   error
+}
+
+func (s *FileStore) pipelined() bool { return s.cfg.SyncInterval == 0 }
+
+// fail records the first error that fails the store.
+func (s *FileStore) fail(err error) {
+	if s.failure.CompareAndSwap(nil, &err) {
+		s.logf("filestore: %s: write or sync failed, store is now read-only: %v", s.cfg.Dir, err)
+	}
+}
+
+// failed is the error that failed the store, or nil.
+func (s *FileStore) failed() error {
+	if p := s.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// writer is the store's only mutator. While one batch is being fsync'd (by the
+// syncer, or inline when SyncInterval != 0) the next batch queues up behind
+// it; that is what turns 256 concurrent writers into one fsync per ~100
+// records.
 func (s *FileStore) writer() {
 	defer close(s.done)
 	var tick <-chan time.Time
@@ -30,36 +92,74 @@ func (s *FileStore) writer() {
 		for {
 			s.qmu.Lock()
 			ops := s.queue
-			if len(ops) > 0 {
-				s.queue = s.spare[:0]
-			}
 			closing := s.closed
-			s.qmu.Unlock()
 			if len(ops) == 0 {
+				s.qmu.Unlock()
 				if closing {
 					s.shutdown()
 					return
 				}
 				break
 			}
+			if len(ops) < minBatch && !closing && s.pipelined() && s.hasPending() {
+				// Woken again when the queue reaches minBatch or the
+				// syncer takes what is pending.
+				s.qmu.Unlock()
+				break
+			}
+			s.queue = nil
+			if n := len(s.free); n > 0 {
+				s.queue = s.free[n-1]
+				s.free = s.free[:n-1]
+			}
+			s.qmu.Unlock()
 			s.process(ops)
-			clear(ops)
-			s.spare = ops[:0]
 		}
 	}
+}
+
+func (s *FileStore) hasPending() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return len(s.pending) > 0
+}
+
+func (s *FileStore) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// recycle returns an op slice for the queue to reuse.
+func (s *FileStore) recycle(ops []*op) {
+	clear(ops)
+	s.qmu.Lock()
+	if len(s.free) < 8 {
+		s.free = append(s.free, ops[:0])
+	}
+	s.qmu.Unlock()
 }
 
 func (s *FileStore) shutdown() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	if s.failed == nil {
+	if s.pipelined() {
+		// Let the syncer and the acker finish every commit handed over.
+		s.pmu.Lock()
+		s.pclosed = true
+		s.pcond.Signal()
+		s.pmu.Unlock()
+		<-s.sdone
+	}
+	if s.failed() == nil {
 		if s.act != nil && s.act.f != nil && s.cfg.SyncInterval >= 0 {
 			if err := s.act.f.Sync(); err != nil {
-				s.failed = err
+				s.fail(err)
 			}
 		}
-		if s.failed == nil {
+		if s.failed() == nil {
 			s.writeIndex()
 		}
 	}
@@ -78,11 +178,11 @@ func (s *FileStore) closeFiles() {
 }
 
 func (s *FileStore) periodicSync() {
-	if !s.dirty || s.failed != nil || s.act == nil || s.act.f == nil {
+	if !s.dirty || s.failed() != nil || s.act == nil || s.act.f == nil {
 		return
 	}
 	if err := s.act.f.Sync(); err != nil {
-		s.failed = err
+		s.fail(err)
 		return
 	}
 	s.dirty = false
@@ -96,7 +196,7 @@ func (s *FileStore) process(ops []*op) {
 	s.segs = s.segs[:0]
 	s.mu.Lock()
 	for _, o := range ops {
-		if s.failed != nil {
+		if s.failed() != nil {
 			o.err = ErrFailed
 			continue
 		}
@@ -107,20 +207,50 @@ func (s *FileStore) process(ops []*op) {
 		s.floor = 0
 	}
 	s.collectEmpty()
-	last := s.last
+	c := &commit{ops: ops, last: s.last}
+	if len(s.rolled) > 0 || len(s.dead) > 0 {
+		c.rolled, c.dead = s.rolled, s.dead
+		s.rolled, s.dead = nil, nil
+		if s.pipelined() {
+			// The index written once this batch is synced must describe
+			// exactly this batch's state, not whatever the writer has
+			// appended since.
+			c.idx = s.indexBytesLocked(c.last)
+		}
+	}
 	s.mu.Unlock()
 
-	err := s.writeSegs()
-	if err != nil {
-		s.failed = err
-		s.logf("filestore: %s: write failed, store is now read-only: %v", s.cfg.Dir, err)
+	c.err = s.writeSegs(c)
+	if c.err != nil {
+		s.fail(c.err)
 	}
-	s.mu.Lock()
-	if err == nil {
-		s.durable = last
+	if s.pipelined() {
+		// c is pending only now that its pwrites have returned.
+		s.pmu.Lock()
+		s.pending = append(s.pending, c)
+		s.pcond.Signal()
+		s.pmu.Unlock()
+		s.armExpiry()
+		return
 	}
-	s.mu.Unlock()
-	for _, o := range ops {
+
+	// SyncInterval != 0: acknowledge after write(2).
+	if c.err == nil {
+		s.mu.Lock()
+		s.durable = c.last
+		s.mu.Unlock()
+	}
+	s.acknowledge(c, c.err)
+	if c.err == nil && s.finish(c) {
+		s.indexStale = true
+	}
+	s.armExpiry()
+}
+
+// acknowledge reports a commit's results; a non-nil err fails every op that
+// has not failed on its own.
+func (s *FileStore) acknowledge(c *commit, err error) {
+	for _, o := range c.ops {
 		if err != nil && o.err == nil {
 			o.err = err
 		}
@@ -128,17 +258,21 @@ func (s *FileStore) process(ops []*op) {
 			o.cb(o.rseq, o.rts, o.err)
 		}
 	}
-	if err != nil {
-		return
-	}
-	// Work that no acknowledgement waits for.
-	for _, b := range s.rolled {
+	s.recycle(c.ops)
+	c.ops = nil
+}
+
+// finish does the work no acknowledgement waits for, once the commit's data
+// is durable (or written, when SyncInterval != 0): sealing blocks that are
+// full and deleting emptied ones. It reports whether index.db is now stale.
+func (s *FileStore) finish(c *commit) bool {
+	for _, b := range c.rolled {
 		if s.cfg.SyncInterval > 0 && b.f != nil {
 			// Periodic syncing only covers the active block; a block leaving
 			// that role is synced now so no unsynced data is left behind.
 			if err := b.f.Sync(); err != nil {
-				s.failed = err
-				return
+				s.fail(err)
+				return false
 			}
 		}
 		if s.cfg.Compress && !b.sealed && s.findLive(b) {
@@ -147,31 +281,121 @@ func (s *FileStore) process(ops []*op) {
 			}
 		}
 	}
-	if len(s.rolled) > 0 {
-		s.rolled = s.rolled[:0]
-		s.indexStale = true
-	}
-	if len(s.dead) > 0 {
-		for _, b := range s.dead {
-			s.cmu.Lock()
-			delete(s.cache, b)
-			s.cmu.Unlock()
-			if b.f != nil {
-				b.f.Close()
-				b.f = nil
-			}
-			_ = s.fs.Remove(s.blockPath(b.id, b.sealed))
+	for _, b := range c.dead {
+		s.cmu.Lock()
+		delete(s.cache, b)
+		s.cmu.Unlock()
+		if b.f != nil {
+			b.f.Close()
+			b.f = nil
 		}
-		s.dead = s.dead[:0]
-		s.indexStale = true
+		_ = s.fs.Remove(s.blockPath(b.id, b.sealed))
 	}
-	if s.indexStale && s.cfg.SyncInterval == 0 {
-		s.writeIndex()
+	return len(c.rolled) > 0 || len(c.dead) > 0
+}
+
+// syncer is the second pipeline stage (SyncInterval 0): it fsyncs written
+// commits, as many as are pending, and passes them on to the acker. It never
+// acknowledges anything itself, so the next fsync starts as soon as the last
+// one returns.
+func (s *FileStore) syncer() {
+	defer close(s.acks)
+	var files []File
+	for {
+		s.pmu.Lock()
+		for len(s.pending) == 0 && !s.pclosed {
+			s.pcond.Wait()
+		}
+		// Only commits whose pwrites have returned are ever pending, so the
+		// fsyncs below start after every write they have to cover.
+		group := s.pending
+		s.pending = nil
+		s.pmu.Unlock()
+		if len(group) == 0 {
+			return // closed and drained
+		}
+		s.poke() // the writer may have held back a small batch for us
+
+		files = files[:0]
+		created := false
+		for _, c := range group {
+			for _, f := range c.files {
+				if !containsFile(files, f) {
+					files = append(files, f)
+				}
+			}
+			created = created || c.created
+		}
+		err := s.failed()
+		for _, f := range files {
+			if err != nil {
+				break
+			}
+			if err = f.Sync(); err != nil {
+				s.fail(err)
+			}
+		}
+		if err == nil && created {
+			if err = s.fs.SyncDir(s.dir); err != nil {
+				s.fail(err)
+			}
+		}
+		// A failure anywhere (including a later batch's write, noticed by
+		// failed()) fails every commit not yet acknowledged.
+		if err == nil {
+			err = s.failed()
+		}
+		s.acks <- synced{group, err}
 	}
-	s.armExpiry()
+}
+
+// acker is the last pipeline stage: everything it receives has been covered
+// by an fsync that has returned (or has failed). It is the only goroutine
+// that acknowledges, seals, deletes blocks or writes index.db while a
+// pipelined store runs.
+func (s *FileStore) acker() {
+	defer close(s.sdone)
+	var idx []byte // newest index.db contents not yet written
+	for g := range s.acks {
+		if g.err == nil {
+			s.mu.Lock()
+			s.durable = g.group[len(g.group)-1].last
+			s.mu.Unlock()
+		}
+		for _, c := range g.group {
+			e := g.err
+			if c.err != nil {
+				e = c.err
+			}
+			s.acknowledge(c, e)
+		}
+		if g.err != nil {
+			continue
+		}
+		for _, c := range g.group {
+			s.finish(c)
+			if c.idx != nil {
+				idx = c.idx
+			}
+		}
+		if idx != nil && s.writeIndexBytes(idx) == nil {
+			idx = nil
+		}
+	}
+}
+
+func containsFile(fs []File, f File) bool {
+	for _, x := range fs {
+		if x == f {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *FileStore) findLive(b *block) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, x := range s.blocks {
 		if x == b {
 			return true
@@ -180,12 +404,39 @@ func (s *FileStore) findLive(b *block) bool {
 	return false
 }
 
-func (s *FileStore) writeSegs() error {
-	var created bool
-	synced := map[*block]bool{}
+// writeSegs writes the batch, one pwrite per touched block, and records in c
+// which files it wrote and whether it created one. It never fsyncs a block
+// file: with SyncInterval 0 the syncer does that.
+func (s *FileStore) writeSegs(c *commit) error {
+	var done []File // earlier blocks, synced by this call before a new one is created
+	nsynced := 0
 	for _, sg := range s.segs {
 		b := sg.b
 		if b.f == nil {
+			// A new block file's name may become durable at any moment
+			// (another goroutine's directory sync, the file system's own
+			// journal commit), and recovery reads a torn tail on a block
+			// that is not the last as damage. So every block before it
+			// (rolled in this batch, or written earlier in it) is completely
+			// synced before the next block file exists. Blocks roll every
+			// BlockSize bytes, so this synchronous fsync is rare.
+			if s.cfg.SyncInterval >= 0 {
+				for _, r := range c.rolled {
+					if r.f != nil && !containsFile(done, r.f) {
+						done = append(done, r.f)
+					}
+				}
+				for _, f := range c.files {
+					if !containsFile(done, f) {
+						done = append(done, f)
+					}
+				}
+				for ; nsynced < len(done); nsynced++ {
+					if err := done[nsynced].Sync(); err != nil {
+						return err
+					}
+				}
+			}
 			f, err := s.fs.OpenFile(s.blockPath(b.id, false), true)
 			if err != nil {
 				return err
@@ -193,32 +444,20 @@ func (s *FileStore) writeSegs() error {
 			s.mu.Lock()
 			b.f = f
 			s.mu.Unlock()
-			created = true
+			c.created = true
 		}
 		b.fresh = false
 		if _, err := b.f.WriteAt(s.wbuf[sg.start:sg.end], sg.off); err != nil {
 			return err
 		}
-		if s.cfg.SyncInterval == 0 && !synced[b] {
-			synced[b] = true
+		if !containsFile(c.files, b.f) {
+			c.files = append(c.files, b.f)
 		}
 	}
 	if len(s.segs) > 0 {
 		s.dirty = true
 	}
-	if s.cfg.SyncInterval != 0 {
-		if created && s.cfg.SyncInterval > 0 {
-			return s.fs.SyncDir(s.dir)
-		}
-		return nil
-	}
-	for b := range synced {
-		if err := b.f.Sync(); err != nil {
-			return err
-		}
-	}
-	s.dirty = false
-	if created {
+	if c.created && s.cfg.SyncInterval > 0 {
 		return s.fs.SyncDir(s.dir)
 	}
 	return nil
