@@ -114,6 +114,21 @@ type tlsDriver struct {
 	mu      sync.Mutex
 	conns   map[*tlsConn]struct{}
 	stopped bool
+
+	// cur is the TLS configuration new connections use; a reload swaps it (certificates,
+	// verification, timeouts) while established sessions keep theirs.
+	cur atomic.Pointer[TLSConfig]
+}
+
+// SetTLS replaces the client TLS settings for connections accepted from now on. TLS cannot
+// be switched on or off at run time: the listener's driver depends on it.
+func (e *Engine) SetTLS(t *TLSConfig) error {
+	d, ok := e.drv.(*tlsDriver)
+	if !ok || t == nil {
+		return errors.New("TLS cannot be enabled or disabled without a restart")
+	}
+	d.cur.Store(t)
+	return nil
 }
 
 func (d *tlsDriver) start() (*net.TCPAddr, error) {
@@ -128,6 +143,7 @@ func (d *tlsDriver) start() (*net.TCPAddr, error) {
 	}
 	d.ln = ln
 	d.conns = make(map[*tlsConn]struct{})
+	d.cur.Store(cfg.TLS)
 	for i := 0; i < cfg.Reactors; i++ {
 		x := newSerialExec()
 		d.execs = append(d.execs, x)
@@ -196,8 +212,9 @@ func (d *tlsDriver) stop() {
 // tlsConn implements Conn over a net.Conn that is (usually) a *tls.Conn.
 type tlsConn struct {
 	d   *tlsDriver
-	raw net.Conn // the TCP socket
-	nc  net.Conn // what is read and written: raw, or the TLS session over it
+	tc  *TLSConfig // the settings in force when it was accepted
+	raw net.Conn   // the TCP socket
+	nc  net.Conn   // what is read and written: raw, or the TLS session over it
 	ex  *serialExec
 	r   *reactor
 	c   *client
@@ -335,7 +352,8 @@ func (t *tlsConn) serve() {
 		d.wg.Done()
 	}()
 	t.r = e.reactorFor(t.ex, t.ex)
-	tc := e.cfg.TLS
+	tc := d.cur.Load()
+	t.tc = tc
 	var pre []byte
 	hsFirst := tc.HandshakeFirst
 	if hsFirst && tc.FallbackDelay > 0 {
@@ -428,7 +446,7 @@ func (t *tlsConn) readFirst(d time.Duration) (b []byte, timedOut bool, err error
 // handshake runs the server side of TLS within the handshake timeout; pre holds bytes
 // already read from the socket.
 func (t *tlsConn) handshake(pre []byte) bool {
-	tc := t.d.e.cfg.TLS
+	tc := t.tc
 	var under net.Conn = t.raw
 	if len(pre) > 0 {
 		under = &prefixConn{Conn: t.raw, pre: pre}

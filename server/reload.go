@@ -74,7 +74,10 @@ func diffOptions(old, new *Options) ([]string, error) {
 		switch {
 		case f.Name == "TLSConfig":
 			// A tls.Config holds loaded certificates (maybe renewed on disk): always re-apply
-			// it when TLS is configured.
+			// it when TLS is configured. Switching TLS on or off changes the listener's driver.
+			if a.IsNil() != b.IsNil() {
+				return nil, fmt.Errorf("config reload not supported for TLS: enabling or disabling it needs a restart")
+			}
 			same = a.IsNil() && b.IsNil()
 		case f.Type.Kind() == reflect.Func:
 			same = a.IsNil() == b.IsNil()

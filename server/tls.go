@@ -65,3 +65,14 @@ func (i info) withTLS(o *Options) info {
 	i.TLSReq, i.TLSVerify, i.TLSAvail = tlsInfo(o)
 	return i
 }
+
+func init() { reloadAppliers = append(reloadAppliers, reloadTLS) }
+
+// reloadTLS hands new certificates and TLS settings to the TLS driver; connections accepted
+// from then on use them, established sessions keep theirs (as in nats-server).
+func reloadTLS(s *Server, _, n *Options) error {
+	if s.eng == nil || n.TLSConfig == nil {
+		return nil
+	}
+	return s.eng.SetTLS(loopTLS(n))
+}
