@@ -299,8 +299,9 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		}
 		if r.stall {
 			r.stall = false
-			c.stall()
-			break
+			if c.stall() {
+				break
+			}
 		}
 	}
 	if perr != nil {
@@ -320,9 +321,10 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 
 // stall pauses parsing this publisher briefly: its targets are backed up, and waiting a
 // moment costs less than buffering without bound. gnet keeps the unparsed bytes meanwhile.
-func (c *client) stall() {
+// It reports whether the client is now paused (not with no_fast_producer_stall).
+func (c *client) stall() bool {
 	if c.r.e.cfg.NoFastProducerStall {
-		return
+		return false
 	}
 	c.stalled = true
 	c.stalls++
@@ -330,6 +332,7 @@ func (c *client) stall() {
 	c.stallUntil = time.Now().Add(stallFor).UnixNano()
 	conn := c.conn
 	time.AfterFunc(stallFor, func() { _ = conn.Wake() })
+	return true
 }
 
 // stallFor is how long a fast producer waits for its subscribers to drain.

@@ -125,9 +125,15 @@ type npConn struct {
 	done      chan struct{}
 	wake      chan struct{}
 	closeConn bool
-	stalled   bool
+	parked    bool // stalled fast producer, or CONNECT being verified: only Wake resumes
 	need      int
-	dead      bool // reactor-only: closed before or while opening
+	// seen is how many of the bytes still buffered the engine has looked at (Peek or
+	// InboundBuffered, less what it discarded since). Bytes beyond it arrived while traffic
+	// ran, after its Peek: netpoll does not signal them again (the pump holds the processing
+	// lock, and its read trigger fired before anyone waited), so the pump must not mistake
+	// them for the rest of an incomplete frame.
+	seen int
+	dead bool // reactor-only: closed before or while opening
 
 	iov [][]byte // reactor-only scratch for rawWritev
 
@@ -293,8 +299,9 @@ func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) 
 		if l == 0 {
 			return nil
 		}
-		if n.stalled {
-			// Fast-producer stall: the client's timer wakes us.
+		if n.parked {
+			// Fast-producer stall (the client's timer wakes us) or a CONNECT being verified
+			// (the verdict wakes us). A Wake that came before we wait stays in the channel.
 			select {
 			case <-n.wake:
 			case <-d.quit:
@@ -302,23 +309,38 @@ func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) 
 			}
 			continue
 		}
-		// An incomplete frame: wait until more bytes arrive (or the connection closes).
-		want := l + 1
-		if n.need > want {
-			want = n.need
+		// The engine leaves bytes unconsumed only when the frame they start is incomplete.
+		want := 0
+		switch {
+		case n.need > l:
+			want = n.need // the parser knows the frame's size
+		case l > n.seen:
+			// Bytes came in after traffic's Peek: parse them now. Waiting for l+1 would wait
+			// for bytes the client may never send (it awaits our answer to these).
+			continue
+		default:
+			want = l + 1
 		}
+		// Wait until more bytes arrive (or the connection closes).
 		if _, err := conn.Reader().Peek(want); err != nil {
 			return nil
 		}
 	}
 }
 
+// npParked reports whether c waits for a Wake rather than for more bytes: a fast producer
+// stalled until its timer fires, or a client whose CONNECT is being verified off the reactor
+// (see authConnect), whose verdict Wakes it.
+func npParked(c *client) bool {
+	return c.stalled || (c.au != nil && c.au.pending)
+}
+
 // runTraffic runs on n's reactor while the pump waits.
 func (n *npConn) runTraffic() {
-	n.closeConn, n.stalled, n.need = false, false, 0
+	n.closeConn, n.parked, n.need, n.seen = false, false, 0, 0
 	if n.c != nil && !n.dead {
 		n.closeConn = n.d.e.traffic(n.c)
-		n.stalled = n.c.stalled
+		n.parked = npParked(n.c)
 		n.need = n.c.need
 	} else {
 		_, _ = n.Discard(-1)
@@ -360,6 +382,7 @@ func (n *npConn) runClosed() {
 func (n *npConn) Peek(int) ([]byte, error) {
 	r := n.nc.Reader()
 	l := r.Len()
+	n.seen = l
 	if l == 0 {
 		return nil, nil
 	}
@@ -377,10 +400,15 @@ func (n *npConn) Discard(k int) (int, error) {
 	if err := r.Skip(k); err != nil {
 		return 0, err
 	}
+	n.seen = max(n.seen-k, 0)
 	return k, r.Release()
 }
 
-func (n *npConn) InboundBuffered() int { return n.nc.Reader().Len() }
+func (n *npConn) InboundBuffered() int {
+	l := n.nc.Reader().Len()
+	n.seen = max(n.seen, l)
+	return l
+}
 
 // Writev writes bs with one non-blocking writev; what the kernel does not take is copied to
 // the backlog and sent by a flusher goroutine.
