@@ -104,6 +104,129 @@ func TestCorruptBitFlips(t *testing.T) {
 	}
 }
 
+// TestCorruptZeroRegion flips bits in the zero-filled (preallocated, never
+// written) part of a block. Nothing may be reported lost or served wrongly;
+// in the last block the non-zero bytes are a torn tail and are zeroed.
+func TestCorruptZeroRegion(t *testing.T) {
+	src := buildCorruptSource(t)
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for trial := 0; trial < 25; trial++ {
+		dir := copyStore(t, src)
+		files := blockFiles(t, dir)
+		name := files[rng.Intn(len(files))]
+		if trial%3 == 0 {
+			name = lastBlockFile(t, dir)
+		}
+		data, _ := os.ReadFile(name)
+		end := int(scanBlock(data, nil).validEnd)
+		if end >= len(data) {
+			continue // this block was filled past its preallocation
+		}
+		var pos int
+		switch trial % 4 {
+		case 0:
+			pos = end // the zero length word that ends the written region
+		case 1:
+			pos = end + rng.Intn(min(8, len(data)-end))
+		default:
+			pos = end + rng.Intn(len(data)-end)
+		}
+		data[pos] ^= 1 << rng.Intn(8)
+		os.WriteFile(name, data, 0o640)
+		verifyDamage(t, dir, nil, fmt.Sprintf("flip byte %d (written region ends at %d) of %s", pos, end, filepath.Base(name)))
+	}
+}
+
+// TestCorruptStaleTail puts a torn record followed by a stale, checksum-valid
+// record beyond the written region of the last block. Recovery must zero both
+// (not just skip them), so that appending less than their length and
+// reopening can never bring the stale record back.
+func TestCorruptStaleTail(t *testing.T) {
+	src := buildCorruptSource(t)
+	for _, plausibleSeq := range []bool{false, true} {
+		dir := copyStore(t, src)
+		name := lastBlockFile(t, dir)
+		data, _ := os.ReadFile(name)
+		res := scanBlock(data, nil)
+		end := int(res.validEnd)
+		r := res.recs[0]
+		stale := append([]byte(nil), data[r.off:r.off+r.slen]...)
+		if plausibleSeq {
+			// A record numbered after everything: a resync after the garbage
+			// finds it, so recovery serves it as a real (unacknowledged) one.
+			patchRecord(stale, corruptMsgs+1, 1)
+		}
+		garbage := []byte{0x55, 0, 0, 0, 1, 2, 3}
+		need := end + len(garbage) + len(stale)
+		if need > len(data) {
+			t.Skip("last block has no room")
+		}
+		copy(data[end:], garbage)
+		copy(data[end+len(garbage):], stale)
+		os.WriteFile(name, data, 0o640)
+
+		s, err := Open(fileCfg(dir, Limits{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := s.Lost()
+		wantLast := uint64(corruptMsgs)
+		if plausibleSeq {
+			wantLast++
+			if l.CorruptSpans != 1 || l.Msgs != 0 || l.TornBytes != 0 {
+				t.Fatalf("plausible: %+v", l)
+			}
+		} else if l.TornBytes != uint64(len(garbage)+len(stale)) || l.Msgs != 0 || l.CorruptSpans != 0 {
+			t.Fatalf("stale tail: %+v", l)
+		}
+		if st := s.FastState(); st.LastSeq != wantLast {
+			t.Fatalf("state %+v", st)
+		}
+		if !plausibleSeq {
+			after, _ := os.ReadFile(name)
+			if n := lastNonZero(after); n != end {
+				t.Fatalf("torn tail not zeroed: non-zero up to %d, written region ends at %d", n, end)
+			}
+		}
+		mustStore(t, s, "new", "x") // far shorter than what was there
+		s.Stop()
+
+		s, err = Open(fileCfg(dir, Limits{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := s.Lost(); l.TornBytes != 0 || l.Msgs != 0 || (l.CorruptSpans != 0) != plausibleSeq {
+			t.Fatalf("after reopen: %+v", l)
+		}
+		st := s.FastState()
+		if st.LastSeq != wantLast+1 || st.Msgs != wantLast+1 {
+			t.Fatalf("after reopen: %+v", st)
+		}
+		for seq := uint64(1); seq <= corruptMsgs; seq++ {
+			if m, err := s.LoadMsg(seq); err != nil || string(m.Data) != corruptPayload(seq) {
+				t.Fatalf("seq %d: %v", seq, err)
+			}
+		}
+		if m, err := s.LoadMsg(wantLast + 1); err != nil || string(m.Data) != "x" {
+			t.Fatalf("new record: %v %v", m, err)
+		}
+		s.Stop()
+	}
+}
+
+func lastBlockFile(t *testing.T, dir string) string {
+	var best string
+	var bestID uint64
+	for _, f := range blockFiles(t, dir) {
+		var id uint64
+		fmt.Sscanf(filepath.Base(f), "%d.blk", &id)
+		if id > bestID {
+			best, bestID = f, id
+		}
+	}
+	return best
+}
+
 func TestCorruptTruncation(t *testing.T) {
 	src := buildCorruptSource(t)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
@@ -113,6 +236,9 @@ func TestCorruptTruncation(t *testing.T) {
 		name := files[rng.Intn(len(files))]
 		data, _ := os.ReadFile(name)
 		cut := rng.Intn(len(data))
+		if end := int(scanBlock(data, nil).validEnd); trial%2 == 1 && end < len(data) {
+			cut = end + rng.Intn(len(data)-end) // inside the zero-filled region
+		}
 		var damaged []uint64
 		for _, r := range scanBlock(data, nil).recs {
 			if int(r.off+r.slen) > cut {

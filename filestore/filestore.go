@@ -147,6 +147,11 @@ type FileStore struct {
 	acks    chan synced   // syncer -> acker
 	sdone   chan struct{} // closed when the acker has finished
 
+	// zero-filled files for new blocks, made ahead by spareMaker
+	spares    chan spare
+	spareStop chan struct{}
+	spareDone chan struct{}
+
 	failure atomic.Pointer[error] // set once by the first write or sync error
 
 	// writer-owned
@@ -199,6 +204,10 @@ func Open(cfg Config) (*FileStore, error) {
 		s.closeFiles()
 		return nil, err
 	}
+	s.spares = make(chan spare)
+	s.spareStop = make(chan struct{})
+	s.spareDone = make(chan struct{})
+	go s.spareMaker()
 	if s.pipelined() {
 		s.pcond.L = &s.pmu
 		s.acks = make(chan synced, 16)

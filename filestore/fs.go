@@ -1,8 +1,11 @@
 package filestore
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // FS is the small file-system surface the file store uses. It exists so tests
@@ -25,6 +28,9 @@ type File interface {
 	ReadAt(p []byte, off int64) (int, error)
 	WriteAt(p []byte, off int64) (int, error)
 	Sync() error
+	// Datasync is fdatasync(2): the data and whatever metadata is needed to
+	// read it back (the size, when it grew), not timestamps.
+	Datasync() error
 	Truncate(size int64) error
 	Size() (int64, error)
 	Close() error
@@ -41,6 +47,28 @@ func (f osFile) Size() (int64, error) {
 		return 0, err
 	}
 	return fi.Size(), nil
+}
+
+func (f osFile) Datasync() error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = unix.Fdatasync(int(fd))
+			if serr != unix.EINTR {
+				break
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+	}
+	return nil
 }
 
 func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o750) }
@@ -123,4 +151,31 @@ func writeFileAtomic(fsys FS, dir, name string, data []byte) error {
 		return err
 	}
 	return fsys.SyncDir(dir)
+}
+
+var zeroChunk [1 << 20]byte
+
+// writeZeros writes zeros over [off, off+n).
+func writeZeros(f File, off, n int64) error {
+	for n > 0 {
+		k := min(n, int64(len(zeroChunk)))
+		if _, err := f.WriteAt(zeroChunk[:k], off); err != nil {
+			return err
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+// lastNonZero returns one past the last non-zero byte of b (0 if b is all zero).
+func lastNonZero(b []byte) int {
+	n := len(b)
+	for n >= 8 && binary.LittleEndian.Uint64(b[n-8:]) == 0 {
+		n -= 8
+	}
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return n
 }

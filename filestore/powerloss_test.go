@@ -173,14 +173,35 @@ func (p *plFS) cut(rng *rand.Rand) *plFS {
 	q := newPLFS()
 	for n, in := range p.durable {
 		d := append([]byte(nil), in.synced...)
-		if len(in.data) > len(d) && bytes.HasPrefix(in.data, d) && rng.Intn(2) == 0 {
-			extra := in.data[len(d):]
-			k := rng.Intn(len(extra) + 1)
-			d = append(d, extra[:k]...)
+		if len(in.data) >= len(d) && rng.Intn(2) == 0 {
+			// Part of what was written since the last sync reached the disk:
+			// a random prefix of the changed region, starting at the first
+			// byte that differs (an append, or an overwrite in place of a
+			// preallocated file).
+			i := 0
+			for i < len(d) && d[i] == in.data[i] {
+				i++
+			}
+			extra := in.data[i:]
+			k := 0
+			if len(extra) > 0 {
+				k = rng.Intn(len(extra) + 1)
+			}
+			if i+k > len(d) {
+				d = append(d, make([]byte, i+k-len(d))...)
+			}
+			copy(d[i:], extra[:k])
 			if k > 0 && rng.Intn(2) == 0 {
-				// Blocks that reached the disk out of order leave zeros.
+				// Sectors that reached the disk out of order: the end of the
+				// prefix still holds the old contents (zeros past the old end).
 				z := rng.Intn(k) + 1
-				clear(d[len(d)-z:])
+				for j := i + k - z; j < i+k; j++ {
+					if j < len(in.synced) {
+						d[j] = in.synced[j]
+					} else {
+						d[j] = 0
+					}
+				}
 			}
 		}
 		nin := &plInode{data: d, synced: append([]byte(nil), d...)}
@@ -233,6 +254,10 @@ func (f *plFile) Sync() error {
 	}
 	return nil
 }
+
+// Datasync is modelled exactly as Sync: the double has no metadata apart
+// from names, which only SyncDir makes durable.
+func (f *plFile) Datasync() error { return f.Sync() }
 
 func (f *plFile) Truncate(n int64) error {
 	f.fs.mu.Lock()

@@ -222,18 +222,23 @@ type scanRec struct {
 type scanResult struct {
 	recs     []scanRec
 	spans    int   // damaged regions followed by a valid record
-	validEnd int64 // end of the last valid record
-	tail     int64 // bytes after validEnd that held no valid record
+	validEnd int64 // end of the last valid record: where the written region ends
+	tail     int64 // non-zero bytes after validEnd that held no valid record
 }
 
-// scanBlock walks a block's bytes, verifying each record. After damage it
+// scanBlock walks a block's bytes, verifying each record. A block file is
+// preallocated with zeros, so the written region ends at a record boundary
+// followed only by zeros (or at the end of the file). After damage the scan
 // resynchronises byte by byte on the next record that passes its checksum,
-// so one flipped bit costs one record, not the rest of the block.
+// so one flipped bit costs one record, not the rest of the block. A zero
+// length word is the end only when nothing but zeros follows it; otherwise
+// (a length flipped to zero, say) it is damage like any other.
 func scanBlock(data []byte, c *cryptor) scanResult {
 	var res scanResult
+	nz := lastNonZero(data) // no record starts at or after nz: it would be all zero
 	off := 0
 	var lastSeq uint64
-	for off < len(data) {
+	for off < nz {
 		rv, n, ok := decodeAt(data[off:], c)
 		if ok {
 			res.add(rv, off, n, &lastSeq)
@@ -242,7 +247,7 @@ func scanBlock(data []byte, c *cryptor) scanResult {
 			continue
 		}
 		found := -1
-		for p := off + 1; p+recMin <= len(data); p++ {
+		for p := off + 1; p < nz && p+recMin <= len(data); p++ {
 			rv2, n2, ok2 := decodeAt(data[p:], c)
 			if ok2 && plausible(rv2, lastSeq) {
 				found = p
@@ -251,7 +256,7 @@ func scanBlock(data []byte, c *cryptor) scanResult {
 			}
 		}
 		if found < 0 {
-			res.tail = int64(len(data) - off)
+			res.tail = int64(nz - off)
 			break
 		}
 		res.spans++

@@ -209,11 +209,14 @@ func (s *FileStore) loadPlain(ld *loaded) error {
 			// A torn write: whatever follows the last valid record was never
 			// acknowledged as durable unless the index says otherwise.
 			s.lost.TornBytes += uint64(ld.res.tail)
-			s.logf("filestore: %s: truncating %d bytes of torn tail from block %d", s.cfg.Dir, ld.res.tail, ld.b.id)
-			if err := f.Truncate(ld.res.validEnd); err != nil {
+			// It is zeroed (not truncated: the file stays preallocated), and
+			// durably so before anything is appended, so that nothing in it
+			// can ever be read as a record once later writes cover part of it.
+			s.logf("filestore: %s: zeroing %d bytes of torn tail in block %d", s.cfg.Dir, ld.res.tail, ld.b.id)
+			if err := writeZeros(f, ld.res.validEnd, ld.res.tail); err != nil {
 				return err
 			}
-			if err := f.Sync(); err != nil {
+			if err := f.Datasync(); err != nil {
 				return err
 			}
 		} else {
@@ -378,7 +381,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			// unsynced records in the page cache that were read above as
 			// valid. Sync them before anything is written after them: a
 			// later block must never be durable ahead of an earlier one.
-			if err := b.f.Sync(); err != nil {
+			if err := b.f.Datasync(); err != nil {
 				return err
 			}
 		}

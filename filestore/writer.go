@@ -3,6 +3,7 @@ package filestore
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -155,7 +156,7 @@ func (s *FileStore) shutdown() {
 	}
 	if s.failed() == nil {
 		if s.act != nil && s.act.f != nil && s.cfg.SyncInterval >= 0 {
-			if err := s.act.f.Sync(); err != nil {
+			if err := s.act.f.Datasync(); err != nil {
 				s.fail(err)
 			}
 		}
@@ -163,7 +164,73 @@ func (s *FileStore) shutdown() {
 			s.writeIndex()
 		}
 	}
+	close(s.spareStop)
+	<-s.spareDone
 	s.closeFiles()
+}
+
+// spare is a zero-filled file waiting to become the next block.
+type spare struct {
+	name string
+	f    File
+	err  error
+}
+
+// preallocSize is how far a new block file is zero-filled: BlockSize plus
+// room for the batch that crosses it, so appends overwrite written space
+// (an fdatasync then commits no size or extent change) instead of
+// extending the file.
+func (s *FileStore) preallocSize() int64 {
+	return s.cfg.BlockSize + s.cfg.BlockSize/8
+}
+
+// spareMaker keeps one zero-filled, synced block file ready under a temporary
+// name, so the writer never zero-fills on its own path: rolling to a new
+// block is a rename. Recovery deletes a leftover spare (*.tmp).
+func (s *FileStore) spareMaker() {
+	defer close(s.spareDone)
+	for k := 1; ; k++ {
+		select {
+		case <-s.spareStop:
+			return
+		default:
+		}
+		name := filepath.Join(s.dir, fmt.Sprintf("spare-%d.tmp", k))
+		sp := spare{name: name}
+		f, err := s.fs.OpenFile(name, true)
+		if err == nil {
+			// Only a block that is fsync'd gains from preallocation: with
+			// SyncInterval < 0 the file starts empty and grows by appends.
+			if s.cfg.SyncInterval >= 0 {
+				err = writeZeros(f, 0, s.preallocSize())
+				if err == nil {
+					err = f.Sync()
+				}
+			}
+			if err != nil {
+				f.Close()
+				_ = s.fs.Remove(name)
+			}
+		}
+		sp.f, sp.err = f, err
+		if err != nil {
+			// Every later roll gets the error too (the store fails on it).
+			for {
+				select {
+				case s.spares <- sp:
+				case <-s.spareStop:
+					return
+				}
+			}
+		}
+		select {
+		case s.spares <- sp:
+		case <-s.spareStop:
+			f.Close()
+			_ = s.fs.Remove(name)
+			return
+		}
+	}
 }
 
 func (s *FileStore) closeFiles() {
@@ -181,7 +248,7 @@ func (s *FileStore) periodicSync() {
 	if !s.dirty || s.failed() != nil || s.act == nil || s.act.f == nil {
 		return
 	}
-	if err := s.act.f.Sync(); err != nil {
+	if err := s.act.f.Datasync(); err != nil {
 		s.fail(err)
 		return
 	}
@@ -270,7 +337,7 @@ func (s *FileStore) finish(c *commit) bool {
 		if s.cfg.SyncInterval > 0 && b.f != nil {
 			// Periodic syncing only covers the active block; a block leaving
 			// that role is synced now so no unsynced data is left behind.
-			if err := b.f.Sync(); err != nil {
+			if err := b.f.Datasync(); err != nil {
 				s.fail(err)
 				return false
 			}
@@ -331,7 +398,7 @@ func (s *FileStore) syncer() {
 			if err != nil {
 				break
 			}
-			if err = f.Sync(); err != nil {
+			if err = f.Datasync(); err != nil {
 				s.fail(err)
 			}
 		}
@@ -432,15 +499,24 @@ func (s *FileStore) writeSegs(c *commit) error {
 					}
 				}
 				for ; nsynced < len(done); nsynced++ {
-					if err := done[nsynced].Sync(); err != nil {
+					if err := done[nsynced].Datasync(); err != nil {
 						return err
 					}
 				}
 			}
-			f, err := s.fs.OpenFile(s.blockPath(b.id, false), true)
-			if err != nil {
+			// The file itself was zero-filled (and synced) ahead of time by
+			// the spare goroutine; giving it its name is a rename, made
+			// durable by the next directory sync (c.created).
+			sp := <-s.spares
+			if sp.err != nil {
+				return sp.err
+			}
+			if err := s.fs.Rename(sp.name, s.blockPath(b.id, false)); err != nil {
+				sp.f.Close()
+				_ = s.fs.Remove(sp.name)
 				return err
 			}
+			f := sp.f
 			s.mu.Lock()
 			b.f = f
 			s.mu.Unlock()
