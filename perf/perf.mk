@@ -5,7 +5,7 @@
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tools perf-natscli
+.PHONY: perf perf-quick perf-self perf-tools perf-natscli perf-conns
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -28,3 +28,9 @@ perf-self: perf-tools
 # The same three headline scenarios with the real `nats bench` CLI as load generator.
 perf-natscli: build nats-server nats-cli
 	bash perf/scripts/natscli-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats $(or $(ROUNDS),5)
+
+# Idle-connection rig: RSS per connection, accept rate and PING latency, natsd (both engines)
+# and nats-server in one run. CONNS=15000 by default.
+perf-conns: build nats-server
+	$(GO) build -o $(BIN)/connrig ./perf/cmd/connrig
+	./$(BIN)/connrig --n $(or $(CONNS),15000)
