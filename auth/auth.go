@@ -101,9 +101,6 @@ func (c *Config) Required() bool { return c != nil && c.required }
 // NeedsNonce reports whether INFO carries a nonce (nkey users configured).
 func (c *Config) NeedsNonce() bool { return c != nil && len(c.nkeys) > 0 }
 
-// HasNoAuthUser reports whether clients without credentials get an identity.
-func (c *Config) HasNoAuthUser() bool { return c != nil && c.noAuthUser != "" }
-
 // Creds are what a client presented: CONNECT fields, the nonce it was sent, and its
 // verified certificate chain (TLS).
 type Creds struct {

@@ -7,7 +7,6 @@ import "strings"
 // ("subject queue"). Safe for concurrent readers; built once per permission set.
 type Matcher struct {
 	root level
-	n    int
 }
 
 type level struct {
@@ -97,17 +96,12 @@ func (m *Matcher) insert(subj, q string) {
 	} else {
 		n.queues = append(n.queues, q)
 	}
-	m.n++
 }
-
-// Len is the number of entries.
-func (m *Matcher) Len() int { return m.n }
 
 // matchResult gathers what matched.
 type matchResult struct {
 	plain  bool
 	queues []string
-	any    bool // stop at the first plain match
 }
 
 func (r *matchResult) add(n *node) {

@@ -313,10 +313,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		_, _ = conn.Discard(off)
 	}
 	r.endBatch()
-	if c.closing {
-		return true
-	}
-	return false
+	return c.closing
 }
 
 // stall pauses parsing this publisher briefly: its targets are backed up, and waiting a

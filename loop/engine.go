@@ -87,10 +87,9 @@ type Engine struct {
 	infoFn func(port int) (head, tail []byte)
 	done   chan struct{}
 
-	mu       sync.Mutex
+	mu       sync.Mutex // serialises reactor registration (reactorFor) and UpdateLimits
 	reactors map[any]*reactor
-	list     []*reactor
-	peers    atomic.Pointer[[]*reactor] // copy-on-write view of list for reactors
+	peers    atomic.Pointer[[]*reactor] // every reactor by index; copy-on-write under mu
 
 	cid      atomic.Uint64
 	conns    atomic.Int64
@@ -185,19 +184,23 @@ func (e *Engine) reactorFor(key any, ex Executor) *reactor {
 	defer e.mu.Unlock()
 	r := e.reactors[key]
 	if r == nil {
-		r = newReactor(e, ex, len(e.list))
+		old := e.reactorsSnapshot()
+		r = newReactor(e, ex, len(old))
 		e.reactors[key] = r
-		e.list = append(e.list, r)
-		peers := append([]*reactor(nil), e.list...)
+		peers := append(old[:len(old):len(old)], r)
 		e.peers.Store(&peers)
 	}
 	return r
 }
 
+// reactorsSnapshot is every reactor registered so far. The slice is never modified once
+// published (reactorFor copies on write), so callers read it without a lock but must not
+// write to it.
 func (e *Engine) reactorsSnapshot() []*reactor {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]*reactor(nil), e.list...)
+	if p := e.peers.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // ticker drives every reactor's timer wheel from one goroutine: a single Execute per reactor
@@ -245,7 +248,9 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	if !e.lameDuck.CompareAndSwap(false, true) {
 		return
 	}
-	all := e.onEachReactor(func(r *reactor) []Conn {
+	var mu sync.Mutex
+	var all []Conn
+	e.runOnReactors(func(r *reactor) {
 		var cs []Conn
 		for c := range r.clients {
 			if c.protocol >= 1 {
@@ -254,34 +259,27 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 			cs = append(cs, c.conn)
 		}
 		r.endBatch()
-		return cs
+		mu.Lock()
+		all = append(all, cs...)
+		mu.Unlock()
 	})
+	// A reactor that timed out in runOnReactors may still append later: take what is there.
+	mu.Lock()
+	list := all
+	mu.Unlock()
 	if grace > 0 {
 		time.Sleep(grace)
 	}
-	if len(all) == 0 {
+	if len(list) == 0 {
 		return
 	}
-	step := d / time.Duration(len(all))
-	for _, c := range all {
+	step := d / time.Duration(len(list))
+	for _, c := range list {
 		_ = c.Close()
 		if step > 0 {
 			time.Sleep(step)
 		}
 	}
-}
-
-// onEachReactor runs fn on every reactor's own goroutine and gathers what it returns.
-func (e *Engine) onEachReactor(fn func(r *reactor) []Conn) []Conn {
-	var all []Conn
-	for _, r := range e.reactorsSnapshot() {
-		ch := make(chan []Conn, 1)
-		err := r.ex.Execute(func() { ch <- fn(r) })
-		if err == nil {
-			all = append(all, <-ch...)
-		}
-	}
-	return all
 }
 
 // Stop closes every connection and the listener.

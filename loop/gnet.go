@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -21,11 +22,12 @@ type gnetDriver struct {
 	ln  net.Listener // natsd's own acceptor (gnet_accept.go); nil with ReusePort
 	// probe is gnet's own (unused) listener address, dialled once so that the acceptor starts
 	// after gnet's loops run (Register before that races with their registration).
-	probe  *net.TCPAddr
-	lnPort int
-	ready  chan struct{}
-	boot   chan error
-	done   chan struct{}
+	probe     *net.TCPAddr
+	lnPort    int
+	ready     chan struct{}
+	readyOnce sync.Once
+	boot      chan error
+	done      chan struct{}
 }
 
 // gnetConn adapts gnet.Conn to Conn.

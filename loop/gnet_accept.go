@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -20,17 +19,9 @@ import (
 // then queues in the kernel's backlog instead of in goroutines.
 const maxInflightEnroll = 64
 
-var probeOnce sync.Mutex
-
-// probed runs on a gnet loop when the probe connection opens.
+// probed runs on a gnet loop when the probe connection opens (or a stray one does).
 func (d *gnetDriver) probed() {
-	probeOnce.Lock()
-	select {
-	case <-d.ready:
-	default:
-		close(d.ready)
-	}
-	probeOnce.Unlock()
+	d.readyOnce.Do(func() { close(d.ready) })
 }
 
 // waitLoops dials gnet's own listener and waits until a loop opens that connection.

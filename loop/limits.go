@@ -41,7 +41,7 @@ func (e *Engine) UpdateLimits(l Limits) error {
 	for {
 		e.mu.Lock()
 		var todo []*reactor
-		for _, r := range e.list {
+		for _, r := range e.reactorsSnapshot() {
 			if !parked[r] {
 				todo = append(todo, r)
 			}

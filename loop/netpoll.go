@@ -358,9 +358,7 @@ func (n *npConn) onClosed(netpoll.Connection) error {
 	case n.wake <- struct{}{}:
 	default:
 	}
-	if n.vr.Execute(n.closedTask) != nil {
-		return nil
-	}
+	_ = n.vr.Execute(n.closedTask) // a stopped reactor has nothing left to release
 	return nil
 }
 

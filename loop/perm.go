@@ -159,11 +159,7 @@ func (c *client) subDenied(op *parser.Op) bool {
 	q := string(op.Queue)
 	cp := c.perms.Load()
 	if q == "_sys_" || (cp != nil && !cp.p.SubAllowed(string(op.Subject), q)) {
-		if q != "" {
-			c.violation("Permissions Violation for Subscription to ", op.Subject, q, "Subscription Violation - Subject ")
-		} else {
-			c.violation("Permissions Violation for Subscription to ", op.Subject, "", "Subscription Violation - Subject ")
-		}
+		c.violation("Permissions Violation for Subscription to ", op.Subject, q, "Subscription Violation - Subject ")
 		return true
 	}
 	return false

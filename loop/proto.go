@@ -62,7 +62,7 @@ func (c *client) sendFrame(a, b, d []byte) {
 	}
 	_, sched, err := c.out.Append(a, b, d, 0)
 	if sched || err != nil {
-		c.r.local = append(c.r.local, c)
+		c.r.enqueue(c)
 	}
 }
 
@@ -224,8 +224,8 @@ func (c *client) removeSub(s *sub) {
 // target's queue; flushing waits for the end of the batch.
 func (c *client) processPub(op *parser.Op) {
 	r := c.r
-	r.stats.inMsgs.Add(1)
-	r.stats.inBytes.Add(uint64(len(op.Msg)))
+	r.stats.inMsgs.add(1)
+	r.stats.inBytes.add(uint64(len(op.Msg)))
 	c.inMsgs++
 	c.inBytes += int64(len(op.Msg))
 	if c.pedantic && !sublist.ValidLiteralSubject(op.Subject) {
@@ -335,9 +335,9 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 			tp.trackReply(op.Reply)
 		}
 	}
-	r.stats.outMsgs.Add(1)
-	r.stats.outBytes.Add(uint64(len(body)))
-	if pending > r.e.cfg.MaxPending/2 && t != c {
+	r.stats.outMsgs.add(1)
+	r.stats.outBytes.add(uint64(len(body)))
+	if mp := r.e.cfg.MaxPending; mp > 0 && pending > mp/2 && t != c {
 		r.stall = true
 	}
 	return true
@@ -414,7 +414,7 @@ func (c *client) flush() {
 
 func (c *client) slowConsumer(reason string) {
 	r := c.r
-	r.stats.slow.Add(1)
+	r.stats.slow.add(1)
 	if r.e.cfg.Log != nil {
 		if reason == closeSlowPending {
 			r.e.cfg.Log.Noticef("%s - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded", c.ip, c.cid, r.e.cfg.MaxPending)
@@ -438,7 +438,7 @@ func (c *client) onTimer(now int64) {
 	}
 	if now >= c.nextPing {
 		if c.pingsOut+1 > c.r.e.cfg.MaxPingsOut {
-			c.r.stats.stale.Add(1)
+			c.r.stats.stale.add(1)
 			c.closeWithErr(errTextStale, closeStale)
 			return
 		}

@@ -42,10 +42,19 @@ type reactor struct {
 	tickTask func()
 
 	stats struct {
-		inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
-		slow, stale                        atomic.Uint64
+		inMsgs, inBytes, outMsgs, outBytes counter
+		slow, stale                        counter
 	}
 }
+
+// counter is a statistic written only by its reactor's goroutine and read from anywhere. The
+// single writer adds with a load and a store, which on the per-message path costs no locked
+// read-modify-write; readers still see whole values.
+type counter struct{ v atomic.Uint64 }
+
+func (c *counter) add(n uint64) { c.v.Store(c.v.Load() + n) }
+
+func (c *counter) Load() uint64 { return c.v.Load() }
 
 func newReactor(e *Engine, ex Executor, idx int) *reactor {
 	r := &reactor{

@@ -220,6 +220,9 @@ type tlsConn struct {
 	c   *client
 
 	state *tls.ConnectionState
+	// wd is the write deadline, read from the engine's config on the reactor when the
+	// connection opens (reload writes e.cfg while only the reactors are parked).
+	wd time.Duration
 
 	sched atomic.Bool // a traffic task is queued
 	task  func()
@@ -477,9 +480,11 @@ func (t *tlsConn) open(write func([]byte) error) bool {
 		c        *client
 		greeting []byte
 		ok       bool
+		wd       time.Duration
 	}
 	ch := make(chan res, 1)
 	if t.ex.Execute(func() {
+		wd := e.cfg.WriteDeadline
 		c, g, ok := e.open(t, t.r)
 		if ok {
 			t.c = c
@@ -493,7 +498,7 @@ func (t *tlsConn) open(write func([]byte) error) bool {
 				}
 			}
 		}
-		ch <- res{c, g, ok}
+		ch <- res{c, g, ok, wd}
 	}) != nil {
 		t.abort()
 		return false
@@ -512,8 +517,9 @@ func (t *tlsConn) open(write func([]byte) error) bool {
 		t.abort()
 		return false
 	}
-	if wd := e.cfg.WriteDeadline; wd > 0 {
-		_ = t.raw.SetWriteDeadline(time.Now().Add(wd))
+	t.wd = r.wd
+	if r.wd > 0 {
+		_ = t.raw.SetWriteDeadline(time.Now().Add(r.wd))
 	}
 	if err := write(r.greeting); err != nil {
 		t.closed("")
@@ -564,7 +570,7 @@ func (t *tlsConn) closed(reason string) {
 
 // writer sends queued bytes in batches; after Close it flushes and closes the socket.
 func (t *tlsConn) writer() {
-	wd := t.d.e.cfg.WriteDeadline
+	wd := t.wd
 	for {
 		select {
 		case <-t.wsig:

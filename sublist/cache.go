@@ -65,6 +65,3 @@ func (c *Cache[T]) evict() {
 
 // Len returns the number of cached subjects.
 func (c *Cache[T]) Len() int { return len(c.m) }
-
-// Reset empties the cache (e.g. when the owner switches accounts).
-func (c *Cache[T]) Reset() { clear(c.m) }
