@@ -83,7 +83,11 @@ func (d *gnetDriver) start() (*net.TCPAddr, error) {
 			// As Go's net.Listen does: a restart must rebind while old connections sit in TIME_WAIT.
 			gnet.WithReuseAddr(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithReadBufferCap(64*1024),
+			// One read buffer per reactor, not per connection: 256 KiB lets a batch hold a
+			// dozen 16 KiB messages, so deliveries go out in fewer, larger writev calls
+			// (measured: 1→1 at 16 KiB went from 0.92× to 1.09× nats-server; small
+			// messages unchanged).
+			gnet.WithReadBufferCap(256*1024),
 			gnet.WithLoadBalancing(gnet.RoundRobin),
 			gnet.WithLogger(quietLogger{}),
 		)
