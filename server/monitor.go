@@ -308,9 +308,12 @@ func (s *Server) Varz() *Varz {
 	st := s.eng.Stats()
 	now := time.Now()
 	v := &Varz{
-		ID:             s.id,
-		Name:           o.ServerName,
-		Version:        ServerVersion,
+		ID:      s.id,
+		Name:    o.ServerName,
+		Version: ServerVersion,
+		// version stays the compatible nats-server's, which tools gate on; natsd's own
+		// version rides in git_commit, the build identity release binaries report there.
+		GitCommit:      "natsd-v" + Version,
 		Proto:          1,
 		GoVersion:      runtime.Version(),
 		Host:           o.Host,
