@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -779,4 +780,35 @@ func TestManySubscribersOneSubject(t *testing.T) {
 		}
 	}
 	check()
+}
+
+// Unique subjects (request/reply inboxes) must not churn the cache: a subject is cached on
+// its second miss, so a stream of one-off subjects leaves hot entries alone.
+func TestCacheAdmitsOnSecondMiss(t *testing.T) {
+	s := New[*int]()
+	v := new(int)
+	if err := s.Insert("_INBOX.x.*", "", v); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Insert("hot", "", v); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(s, 1024)
+	c.Match([]byte("hot"))
+	c.Match([]byte("hot"))
+	if c.Len() != 1 {
+		t.Fatalf("hot subject not cached after two misses (len %d)", c.Len())
+	}
+	for i := 0; i < 10000; i++ {
+		if r := c.Match([]byte("_INBOX.x." + strconv.Itoa(i))); len(r.Plain) != 1 {
+			t.Fatalf("reply %d: %d matches", i, len(r.Plain))
+		}
+	}
+	// A Bloom filter admits a few by mistake (about 0.4%); without it all 10000 would go in.
+	if c.Len() > 150 {
+		t.Fatalf("one-off subjects were cached: len %d", c.Len())
+	}
+	if _, ok := c.m["hot"]; !ok {
+		t.Fatal("hot subject evicted by one-off subjects")
+	}
 }
