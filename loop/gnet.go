@@ -115,13 +115,20 @@ func (d *gnetDriver) start() (*net.TCPAddr, error) {
 }
 
 func (d *gnetDriver) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if d.ln != nil {
 		d.ln.Close()
 	}
-	_ = d.eng.Stop(ctx)
-	<-d.done
+	// gnet's Stop polls for completion every 500 ms; gnet.Run returning (done) is the
+	// precise signal, so wait for that and let Stop's poll finish on its own.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.eng.Stop(ctx)
+	}()
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // OnBoot learns the bound address (the port may have been picked by the kernel).
