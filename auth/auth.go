@@ -68,21 +68,13 @@ func New(o Options) (*Config, error) {
 	if len(o.Users) > 0 {
 		c.users = make(map[string]*userEntry, len(o.Users))
 		for _, u := range o.Users {
-			p := u.Permissions
-			if p == nil {
-				p = o.DefaultPermissions
-			}
-			c.users[u.Username] = &userEntry{u: u, perms: Compile(p)}
+			c.users[u.Username] = &userEntry{u: u, perms: compileOr(u.Permissions, o.DefaultPermissions)}
 		}
 	}
 	if len(o.Nkeys) > 0 {
 		c.nkeys = make(map[string]*nkeyEntry, len(o.Nkeys))
 		for _, u := range o.Nkeys {
-			p := u.Permissions
-			if p == nil {
-				p = o.DefaultPermissions
-			}
-			c.nkeys[u.Nkey] = &nkeyEntry{u: u, perms: Compile(p)}
+			c.nkeys[u.Nkey] = &nkeyEntry{u: u, perms: compileOr(u.Permissions, o.DefaultPermissions)}
 		}
 	}
 	c.required = c.token != "" || c.username != "" || len(c.users) > 0 || len(c.nkeys) > 0
@@ -344,4 +336,12 @@ func NewNonce() []byte {
 	b := make([]byte, base64.RawURLEncoding.EncodedLen(len(raw)))
 	base64.RawURLEncoding.Encode(b, raw[:])
 	return b
+}
+
+// compileOr compiles a user's own permissions, or the defaults for users that have none.
+func compileOr(own, def *Permissions) *Perms {
+	if own == nil {
+		own = def
+	}
+	return Compile(own)
 }
