@@ -104,12 +104,11 @@ type seg struct {
 }
 
 // FileStore is the file-backed Store. All mutations run on one writer
-// goroutine, which writes a whole batch with one pwrite per touched block; a
-// batch is acknowledged only once an fsync started after that write has
-// returned (group commit). With SyncInterval 0 the fsync runs on a second
-// goroutine (the syncer) and acknowledgements on a third (the acker), so the
-// writer encodes and writes the next batch while the previous one is being
-// synced. See the pipeline comment in writer.go.
+// goroutine, which writes a whole commit with one pwrite per touched block;
+// with SyncInterval 0 a commit is acknowledged only once an fdatasync started
+// after that write has returned (group commit; see writer.go). Work that
+// only has to follow durability (sealing, deleting blocks, index.db) runs on
+// a finisher goroutine.
 type FileStore struct {
 	cfg  Config
 	fs   FS
@@ -139,13 +138,9 @@ type FileStore struct {
 	wake   chan struct{}
 	done   chan struct{}
 
-	// pipeline (SyncInterval 0): written batches waiting for their fsync
-	pmu     sync.Mutex
-	pcond   sync.Cond // syncer waits: pending becomes non-empty or pclosed is set
-	pending []*commit
-	pclosed bool
-	acks    chan synced   // syncer -> acker
-	sdone   chan struct{} // closed when the acker has finished
+	// SyncInterval 0: durable commits with work left for the finisher
+	fin   chan *commit
+	fdone chan struct{} // closed when the finisher has finished
 
 	// zero-filled files for new blocks, made ahead by spareMaker
 	spares    chan spare
@@ -155,6 +150,8 @@ type FileStore struct {
 	failure atomic.Pointer[error] // set once by the first write or sync error
 
 	// writer-owned
+	cur        *commit // applied and encoded, not yet durable
+	opsBuf     []*op   // the last commit's ops slice, for the next one
 	nextID     uint64
 	lastTS     int64
 	wbuf       []byte
@@ -208,12 +205,10 @@ func Open(cfg Config) (*FileStore, error) {
 	s.spareStop = make(chan struct{})
 	s.spareDone = make(chan struct{})
 	go s.spareMaker()
-	if s.pipelined() {
-		s.pcond.L = &s.pmu
-		s.acks = make(chan synced, 16)
-		s.sdone = make(chan struct{})
-		go s.syncer()
-		go s.acker()
+	if s.grouped() {
+		s.fin = make(chan *commit, 64)
+		s.fdone = make(chan struct{})
+		go s.finisher()
 	}
 	go s.writer()
 	if cfg.Limits.MaxAge > 0 {
@@ -320,11 +315,8 @@ func (s *FileStore) enqueue(o *op) {
 	s.queue = append(s.queue, o)
 	n := len(s.queue)
 	s.qmu.Unlock()
-	if n == 1 || n == minBatch {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+	if n == 1 {
+		s.poke()
 	}
 }
 

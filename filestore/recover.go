@@ -27,7 +27,7 @@ type index struct {
 // damaged tail held acknowledged messages 41..57" from "a write was torn".
 // It is only written when everything it describes has been synced: by the
 // writer when nothing is in flight (open, stop, periodic sync), and by the
-// syncer from a snapshot taken when the batch it describes was applied.
+// finisher from a snapshot taken when the commit it describes became durable.
 func (s *FileStore) writeIndex() {
 	s.mu.RLock()
 	b := s.indexBytesLocked(s.durable)

@@ -3,58 +3,53 @@ package filestore
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/klauspost/compress/s2"
 )
 
-// With SyncInterval 0 the store commits through a three-stage pipeline:
+// One writer goroutine applies every mutation. With SyncInterval 0 it
+// commits in groups:
 //
-//	writer: apply+encode+pwrite batches ...  N  N+1 N+2 ...
-//	syncer:     fsync covering N | fsync covering N+1, N+2 | ...
-//	acker:                       ack N        |            ack N+1, N+2
+//	drain the queue: apply + encode into the open commit, again and again
+//	queue still empty after a yield: pwrite the commit, fdatasync, mark it
+//	durable, call every callback, hand sealing/deleting/index.db to the
+//	finisher
 //
-// The writer hands each written batch (a commit) to the syncer and goes on to
-// the next batch without waiting. The syncer takes every commit handed over
-// so far, fsyncs the block files they wrote (and the directory when one
-// created a block file) and passes them to the acker. Only then, after that
-// fsync has returned, does the acker make them visible to readers
-// (durable), call their callbacks, and do what must follow durability:
-// sealing rolled blocks, deleting emptied ones, rewriting index.db.
+// Why wait for the queue to stay empty across a runtime.Gosched: calling the
+// callbacks wakes the goroutines whose records were just made durable, and
+// those that publish in a loop resubmit within microseconds. Syncing as soon
+// as the first of them is encoded would split them over two fsyncs, and with
+// fsyncs strictly one after another (a second fdatasync on the same file
+// only queues behind the first) that doubles everyone's latency. Yielding
+// lets the woken goroutines run first, so one fsync covers the whole wave.
+// maxLinger and maxCommitBytes bound how long a queue that never empties can
+// hold a commit back.
 //
-// An fsync covers the writes that completed before it started. A commit is
-// pending only once its pwrites have returned, and the syncer starts its
-// fsync after taking it, so the fsync a commit waits for was always started
-// after its data was written. What the writer writes while that fsync runs
-// belongs to later commits, which wait for a later fsync.
+// The fsync runs on the writer itself: handing it to another goroutine cost
+// two scheduler wake-ups per commit (tens of µs under load) for an overlap
+// that buys nothing here, since a commit's writers are all waiting for it.
+const (
+	maxLinger      = 250 * time.Microsecond
+	maxCommitBytes = 4 << 20
+)
 
-// minBatch is how many queued operations make the writer write a batch while
-// an earlier written batch is still waiting for the syncer: that batch will
-// not be synced before the syncer is free anyway, so smaller ones are left to
-// grow (each batch costs a pwrite) until the syncer takes what is pending.
-const minBatch = 32
-
-// commit is one written batch waiting for the fsync that covers it.
+// commit is the batch the writer has applied and encoded (in s.wbuf/s.segs)
+// and not yet made durable.
 type commit struct {
 	ops     []*op
-	last    uint64   // s.last after the batch: durable once the batch is synced
-	err     error    // the batch's write failed
-	files   []File   // block files the batch wrote to
-	created bool     // the batch created a block file: the directory needs a sync
-	rolled  []*block // blocks that stopped being active in this batch
-	dead    []*block // emptied blocks dropped in this batch
-	idx     []byte   // index.db describing the store after this batch, when it changed
+	since   time.Time // when the first batch was applied
+	last    uint64    // s.last after the commit: durable once it is synced
+	files   []File    // block files the commit wrote to
+	created bool      // the commit created a block file: the directory needs a sync
+	rolled  []*block  // blocks that stopped being active in this commit
+	dead    []*block  // emptied blocks dropped in this commit
+	idx     []byte    // index.db describing the store after this commit, when it changed
 }
 
-// synced is a group of commits covered by one fsync (or failed by err).
-type synced struct {
-	group []*commit
-	err   error
-}
-
-func (s *FileStore) pipelined() bool { return s.cfg.SyncInterval == 0 }
+func (s *FileStore) grouped() bool { return s.cfg.SyncInterval == 0 }
 
 // fail records the first error that fails the store.
 func (s *FileStore) fail(err error) {
@@ -71,10 +66,6 @@ func (s *FileStore) failed() error {
 	return nil
 }
 
-// writer is the store's only mutator. While one batch is being fsync'd (by the
-// syncer, or inline when SyncInterval != 0) the next batch queues up behind
-// it; that is what turns 256 concurrent writers into one fsync per ~100
-// records.
 func (s *FileStore) writer() {
 	defer close(s.done)
 	var tick <-chan time.Time
@@ -90,39 +81,47 @@ func (s *FileStore) writer() {
 			s.periodicSync()
 			continue
 		}
-		for {
-			s.qmu.Lock()
-			ops := s.queue
-			closing := s.closed
-			if len(ops) == 0 {
-				s.qmu.Unlock()
-				if closing {
-					s.shutdown()
-					return
-				}
-				break
-			}
-			if len(ops) < minBatch && !closing && s.pipelined() && s.hasPending() {
-				// Woken again when the queue reaches minBatch or the
-				// syncer takes what is pending.
-				s.qmu.Unlock()
-				break
-			}
+		if s.drain() {
+			s.shutdown()
+			return
+		}
+	}
+}
+
+// drain applies queued operations until the queue stays empty, committing
+// on the way. It reports whether the store is closing.
+func (s *FileStore) drain() bool {
+	yielded := false
+	for {
+		s.qmu.Lock()
+		ops, closing := s.queue, s.closed
+		if len(ops) > 0 {
 			s.queue = nil
 			if n := len(s.free); n > 0 {
 				s.queue = s.free[n-1]
 				s.free = s.free[:n-1]
 			}
-			s.qmu.Unlock()
-			s.process(ops)
 		}
+		s.qmu.Unlock()
+		if len(ops) > 0 {
+			s.process(ops)
+			yielded = false
+			if c := s.cur; c != nil && (len(s.wbuf) >= maxCommitBytes || time.Since(c.since) >= maxLinger) {
+				s.commit()
+			}
+			continue
+		}
+		if s.cur == nil {
+			return closing
+		}
+		if !yielded && !closing {
+			yielded = true
+			runtime.Gosched()
+			continue
+		}
+		s.commit()
+		yielded = false
 	}
-}
-
-func (s *FileStore) hasPending() bool {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	return len(s.pending) > 0
 }
 
 func (s *FileStore) poke() {
@@ -146,13 +145,9 @@ func (s *FileStore) shutdown() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	if s.pipelined() {
-		// Let the syncer and the acker finish every commit handed over.
-		s.pmu.Lock()
-		s.pclosed = true
-		s.pcond.Signal()
-		s.pmu.Unlock()
-		<-s.sdone
+	if s.grouped() {
+		close(s.fin)
+		<-s.fdone
 	}
 	if s.failed() == nil {
 		if s.act != nil && s.act.f != nil && s.cfg.SyncInterval >= 0 {
@@ -167,70 +162,6 @@ func (s *FileStore) shutdown() {
 	close(s.spareStop)
 	<-s.spareDone
 	s.closeFiles()
-}
-
-// spare is a zero-filled file waiting to become the next block.
-type spare struct {
-	name string
-	f    File
-	err  error
-}
-
-// preallocSize is how far a new block file is zero-filled: BlockSize plus
-// room for the batch that crosses it, so appends overwrite written space
-// (an fdatasync then commits no size or extent change) instead of
-// extending the file.
-func (s *FileStore) preallocSize() int64 {
-	return s.cfg.BlockSize + s.cfg.BlockSize/8
-}
-
-// spareMaker keeps one zero-filled, synced block file ready under a temporary
-// name, so the writer never zero-fills on its own path: rolling to a new
-// block is a rename. Recovery deletes a leftover spare (*.tmp).
-func (s *FileStore) spareMaker() {
-	defer close(s.spareDone)
-	for k := 1; ; k++ {
-		select {
-		case <-s.spareStop:
-			return
-		default:
-		}
-		name := filepath.Join(s.dir, fmt.Sprintf("spare-%d.tmp", k))
-		sp := spare{name: name}
-		f, err := s.fs.OpenFile(name, true)
-		if err == nil {
-			// Only a block that is fsync'd gains from preallocation: with
-			// SyncInterval < 0 the file starts empty and grows by appends.
-			if s.cfg.SyncInterval >= 0 {
-				err = writeZeros(f, 0, s.preallocSize())
-				if err == nil {
-					err = f.Sync()
-				}
-			}
-			if err != nil {
-				f.Close()
-				_ = s.fs.Remove(name)
-			}
-		}
-		sp.f, sp.err = f, err
-		if err != nil {
-			// Every later roll gets the error too (the store fails on it).
-			for {
-				select {
-				case s.spares <- sp:
-				case <-s.spareStop:
-					return
-				}
-			}
-		}
-		select {
-		case s.spares <- sp:
-		case <-s.spareStop:
-			f.Close()
-			_ = s.fs.Remove(name)
-			return
-		}
-	}
 }
 
 func (s *FileStore) closeFiles() {
@@ -258,9 +189,15 @@ func (s *FileStore) periodicSync() {
 	}
 }
 
+// process applies a batch of operations to the open commit. With
+// SyncInterval != 0 it commits at once (acknowledging after write(2));
+// otherwise drain decides when.
 func (s *FileStore) process(ops []*op) {
-	s.wbuf = s.wbuf[:0]
-	s.segs = s.segs[:0]
+	c := s.cur
+	if c == nil {
+		c = &commit{since: time.Now(), ops: s.opsBuf[:0]}
+		s.cur = c
+	}
 	s.mu.Lock()
 	for _, o := range ops {
 		if s.failed() != nil {
@@ -274,49 +211,51 @@ func (s *FileStore) process(ops []*op) {
 		s.floor = 0
 	}
 	s.collectEmpty()
-	c := &commit{ops: ops, last: s.last}
-	if len(s.rolled) > 0 || len(s.dead) > 0 {
-		c.rolled, c.dead = s.rolled, s.dead
-		s.rolled, s.dead = nil, nil
-		if s.pipelined() {
-			// The index written once this batch is synced must describe
-			// exactly this batch's state, not whatever the writer has
-			// appended since.
-			c.idx = s.indexBytesLocked(c.last)
-		}
-	}
+	c.last = s.last
+	c.rolled = append(c.rolled, s.rolled...)
+	c.dead = append(c.dead, s.dead...)
+	s.rolled, s.dead = s.rolled[:0], s.dead[:0]
 	s.mu.Unlock()
-
-	c.err = s.writeSegs(c)
-	if c.err != nil {
-		s.fail(c.err)
-	}
-	if s.pipelined() {
-		// c is pending only now that its pwrites have returned.
-		s.pmu.Lock()
-		s.pending = append(s.pending, c)
-		s.pcond.Signal()
-		s.pmu.Unlock()
-		s.armExpiry()
-		return
-	}
-
-	// SyncInterval != 0: acknowledge after write(2).
-	if c.err == nil {
-		s.mu.Lock()
-		s.durable = c.last
-		s.mu.Unlock()
-	}
-	s.acknowledge(c, c.err)
-	if c.err == nil && s.finish(c) {
-		s.indexStale = true
-	}
+	c.ops = append(c.ops, ops...)
+	s.recycle(ops)
 	s.armExpiry()
+	if !s.grouped() {
+		s.commit()
+	}
 }
 
-// acknowledge reports a commit's results; a non-nil err fails every op that
-// has not failed on its own.
-func (s *FileStore) acknowledge(c *commit, err error) {
+// commit writes the open commit and, with SyncInterval 0, makes it durable;
+// then it acknowledges every operation in it. A write or sync error fails
+// the store and every operation in the commit that has not failed on its own.
+func (s *FileStore) commit() {
+	c := s.cur
+	s.cur = nil
+	err := s.writeSegs(c)
+	s.wbuf, s.segs = s.wbuf[:0], s.segs[:0]
+	if err == nil && s.grouped() {
+		for _, f := range c.files {
+			if err = f.Datasync(); err != nil {
+				break
+			}
+		}
+		if err == nil && c.created {
+			err = s.fs.SyncDir(s.dir)
+		}
+	}
+	if err != nil {
+		s.fail(err)
+	}
+	changed := len(c.rolled) > 0 || len(c.dead) > 0
+	if err == nil {
+		s.mu.Lock()
+		s.durable = c.last
+		if changed && s.grouped() {
+			// Everything applied is in this commit, so the index describes
+			// exactly what is now durable.
+			c.idx = s.indexBytesLocked(c.last)
+		}
+		s.mu.Unlock()
+	}
 	for _, o := range c.ops {
 		if err != nil && o.err == nil {
 			o.err = err
@@ -325,13 +264,42 @@ func (s *FileStore) acknowledge(c *commit, err error) {
 			o.cb(o.rseq, o.rts, o.err)
 		}
 	}
-	s.recycle(c.ops)
+	clear(c.ops)
+	s.opsBuf = c.ops[:0]
 	c.ops = nil
+	if err != nil || !changed {
+		return
+	}
+	if s.grouped() {
+		s.fin <- c
+	} else if s.finish(c) {
+		s.indexStale = true
+	}
 }
 
-// finish does the work no acknowledgement waits for, once the commit's data
-// is durable (or written, when SyncInterval != 0): sealing blocks that are
-// full and deleting emptied ones. It reports whether index.db is now stale.
+// finisher does, in commit order, what must wait until a commit is durable
+// but no acknowledgement waits for: sealing full blocks, deleting emptied
+// ones, rewriting index.db.
+func (s *FileStore) finisher() {
+	defer close(s.fdone)
+	var idx []byte // newest index.db contents not yet written
+	for c := range s.fin {
+		s.finish(c)
+		if c.idx != nil {
+			idx = c.idx
+		}
+		if idx != nil && len(s.fin) == 0 && s.writeIndexBytes(idx) == nil {
+			idx = nil
+		}
+	}
+	if idx != nil {
+		_ = s.writeIndexBytes(idx)
+	}
+}
+
+// finish seals blocks that are full and deletes emptied ones, once the
+// commit that rolled or emptied them is durable (or written, when
+// SyncInterval != 0). It reports whether index.db is now stale.
 func (s *FileStore) finish(c *commit) bool {
 	for _, b := range c.rolled {
 		if s.cfg.SyncInterval > 0 && b.f != nil {
@@ -358,97 +326,7 @@ func (s *FileStore) finish(c *commit) bool {
 		}
 		_ = s.fs.Remove(s.blockPath(b.id, b.sealed))
 	}
-	return len(c.rolled) > 0 || len(c.dead) > 0
-}
-
-// syncer is the second pipeline stage (SyncInterval 0): it fsyncs written
-// commits, as many as are pending, and passes them on to the acker. It never
-// acknowledges anything itself, so the next fsync starts as soon as the last
-// one returns.
-func (s *FileStore) syncer() {
-	defer close(s.acks)
-	var files []File
-	for {
-		s.pmu.Lock()
-		for len(s.pending) == 0 && !s.pclosed {
-			s.pcond.Wait()
-		}
-		// Only commits whose pwrites have returned are ever pending, so the
-		// fsyncs below start after every write they have to cover.
-		group := s.pending
-		s.pending = nil
-		s.pmu.Unlock()
-		if len(group) == 0 {
-			return // closed and drained
-		}
-		s.poke() // the writer may have held back a small batch for us
-
-		files = files[:0]
-		created := false
-		for _, c := range group {
-			for _, f := range c.files {
-				if !containsFile(files, f) {
-					files = append(files, f)
-				}
-			}
-			created = created || c.created
-		}
-		err := s.failed()
-		for _, f := range files {
-			if err != nil {
-				break
-			}
-			if err = f.Datasync(); err != nil {
-				s.fail(err)
-			}
-		}
-		if err == nil && created {
-			if err = s.fs.SyncDir(s.dir); err != nil {
-				s.fail(err)
-			}
-		}
-		// A failure anywhere (including a later batch's write, noticed by
-		// failed()) fails every commit not yet acknowledged.
-		if err == nil {
-			err = s.failed()
-		}
-		s.acks <- synced{group, err}
-	}
-}
-
-// acker is the last pipeline stage: everything it receives has been covered
-// by an fsync that has returned (or has failed). It is the only goroutine
-// that acknowledges, seals, deletes blocks or writes index.db while a
-// pipelined store runs.
-func (s *FileStore) acker() {
-	defer close(s.sdone)
-	var idx []byte // newest index.db contents not yet written
-	for g := range s.acks {
-		if g.err == nil {
-			s.mu.Lock()
-			s.durable = g.group[len(g.group)-1].last
-			s.mu.Unlock()
-		}
-		for _, c := range g.group {
-			e := g.err
-			if c.err != nil {
-				e = c.err
-			}
-			s.acknowledge(c, e)
-		}
-		if g.err != nil {
-			continue
-		}
-		for _, c := range g.group {
-			s.finish(c)
-			if c.idx != nil {
-				idx = c.idx
-			}
-		}
-		if idx != nil && s.writeIndexBytes(idx) == nil {
-			idx = nil
-		}
-	}
+	return true
 }
 
 func containsFile(fs []File, f File) bool {
@@ -471,9 +349,9 @@ func (s *FileStore) findLive(b *block) bool {
 	return false
 }
 
-// writeSegs writes the batch, one pwrite per touched block, and records in c
-// which files it wrote and whether it created one. It never fsyncs a block
-// file: with SyncInterval 0 the syncer does that.
+// writeSegs writes the commit, one pwrite per touched block, and records in c
+// which files it wrote and whether it created one. Apart from a rolled
+// block's final sync (below) it fsyncs nothing: commit does that.
 func (s *FileStore) writeSegs(c *commit) error {
 	var done []File // earlier blocks, synced by this call before a new one is created
 	nsynced := 0
