@@ -203,6 +203,9 @@ func (c *client) infoLine() []byte {
 func (c *client) traceIn(frame []byte) {
 	line, rest, _ := bytes.Cut(frame, []byte("\n"))
 	line = bytes.TrimRight(line, "\r")
+	if len(line) >= 7 && bytes.EqualFold(line[:7], []byte("CONNECT")) {
+		line = redactConnect(line)
+	}
 	c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- [%s]\"", c.ip, c.port, c.cid, line)
 	if len(rest) > 0 {
 		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [%q]\"", c.ip, c.port, c.cid, bytes.TrimSuffix(rest, []byte("\r\n")))

@@ -1,0 +1,105 @@
+package test
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/natsd/natsd/server"
+)
+
+// TestTraceHidesCredentials: with -V the CONNECT line is traced with its
+// secrets replaced by [REDACTED], as nats-server does, and the rest kept.
+func TestTraceHidesCredentials(t *testing.T) {
+	const connect = `CONNECT {"verbose":false,"pedantic":false,"user":"derek","pass":"hunter2","name":"tracer","lang":"go","protocol":1}`
+	for _, tg := range []struct {
+		name  string
+		start func(t *testing.T, logFile string) string // client host:port
+	}{
+		{"nats-server", func(t *testing.T, logFile string) string {
+			opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
+				LogFile: logFile, Username: "derek", Password: "hunter2"}
+			s, err := natsserver.NewServer(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.ConfigureLogger()
+			s.Start()
+			t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+			if !s.ReadyForConnections(5 * time.Second) {
+				t.Fatal("nats-server not ready")
+			}
+			return s.Addr().String()
+		}},
+		{"natsd", func(t *testing.T, logFile string) string {
+			opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
+				LogFile: logFile, Username: "derek", Password: "hunter2", Engine: os.Getenv("NATSD_ENGINE")}
+			s, err := server.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Shutdown)
+			return hostPort(t, s.ClientURL())
+		}},
+	} {
+		if !targetSelected(tg.name) {
+			continue
+		}
+		t.Run(tg.name, func(t *testing.T) {
+			logFile := filepath.Join(t.TempDir(), "trace.log")
+			addr := tg.start(t, logFile)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			r := bufio.NewReader(c)
+			if _, err := r.ReadString('\n'); err != nil { // INFO
+				t.Fatal(err)
+			}
+			if _, err := c.Write([]byte(connect + "\r\nPING\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			if l, err := r.ReadString('\n'); err != nil || l != "PONG\r\n" {
+				t.Fatalf("after CONNECT: %q %v", l, err)
+			}
+			var traced string
+			waitFor(t, 5*time.Second, "CONNECT in the trace", func() bool {
+				b, _ := os.ReadFile(logFile)
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.Contains(l, "<<- [CONNECT") {
+						traced = l
+						return true
+					}
+				}
+				return false
+			})
+			if strings.Contains(traced, "hunter2") {
+				t.Fatalf("password in the trace: %s", traced)
+			}
+			want := strings.Replace(connect, "hunter2", "[REDACTED]", 1)
+			if !strings.Contains(traced, "<<- ["+want+"]") {
+				t.Fatalf("trace line %q does not carry %q", traced, want)
+			}
+		})
+	}
+}
+
+// targetSelected reports whether NATSD_TARGETS (if set) names target.
+func targetSelected(name string) bool {
+	for _, tg := range selectedTargets() {
+		if tg.name == name {
+			return true
+		}
+	}
+	return false
+}
