@@ -248,9 +248,7 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	if !e.lameDuck.CompareAndSwap(false, true) {
 		return
 	}
-	var mu sync.Mutex
-	var all []Conn
-	e.runOnReactors(func(r *reactor) {
+	list := gather(e, func(r *reactor) []Conn {
 		var cs []Conn
 		for c := range r.clients {
 			if c.protocol >= 1 {
@@ -259,14 +257,8 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 			cs = append(cs, c.conn)
 		}
 		r.endBatch()
-		mu.Lock()
-		all = append(all, cs...)
-		mu.Unlock()
+		return cs
 	})
-	// A reactor that timed out in runOnReactors may still append later: take what is there.
-	mu.Lock()
-	list := all
-	mu.Unlock()
 	if grace > 0 {
 		time.Sleep(grace)
 	}

@@ -48,6 +48,9 @@ type SubStats struct {
 	Matches       uint64 // subject lookups (one per publish)
 }
 
+// reactorWait is how long runOnReactors waits for one reactor (a variable for tests).
+var reactorWait = 5 * time.Second
+
 // runOnReactors runs fn on each reactor's own goroutine, one after another, and returns once
 // every reactor that accepted the task has run it (or the engine stopped).
 func (e *Engine) runOnReactors(fn func(r *reactor)) {
@@ -64,10 +67,32 @@ func (e *Engine) runOnReactors(fn func(r *reactor)) {
 		case <-done:
 		case <-e.done:
 			return
-		case <-time.After(5 * time.Second):
+		case <-time.After(reactorWait):
 			// A reactor that cannot run a task for this long is shutting down.
 		}
 	}
+}
+
+// gather runs fn on every reactor (as runOnReactors does) and concatenates what it returns.
+// What a reactor answers after runOnReactors stopped waiting for it is dropped, so the
+// caller's slice is never appended to once it has been returned.
+func gather[T any](e *Engine, fn func(r *reactor) []T) []T {
+	var mu sync.Mutex
+	var out []T
+	late := false
+	e.runOnReactors(func(r *reactor) {
+		local := fn(r)
+		mu.Lock()
+		if !late {
+			out = append(out, local...)
+		}
+		mu.Unlock()
+	})
+	mu.Lock()
+	late = true
+	res := out
+	mu.Unlock()
+	return res
 }
 
 func (c *client) subsSnapshot(all bool) (n int, list []SubSnapshot) {
@@ -118,9 +143,7 @@ func (c *client) snapshot(subs bool) *ConnSnapshot {
 
 // Conns snapshots the open connections, each on its own reactor.
 func (e *Engine) Conns(q ConnsQuery) []*ConnSnapshot {
-	var mu sync.Mutex
-	var out []*ConnSnapshot
-	e.runOnReactors(func(r *reactor) {
+	return gather(e, func(r *reactor) []*ConnSnapshot {
 		var local []*ConnSnapshot
 		probed := false
 		for c := range r.clients {
@@ -138,28 +161,20 @@ func (e *Engine) Conns(q ConnsQuery) []*ConnSnapshot {
 		if probed {
 			r.endBatch()
 		}
-		mu.Lock()
-		out = append(out, local...)
-		mu.Unlock()
+		return local
 	})
-	return out
 }
 
 // Subs lists every live subscription (gathered on the reactors that own them).
 func (e *Engine) Subs() []SubSnapshot {
-	var mu sync.Mutex
-	var out []SubSnapshot
-	e.runOnReactors(func(r *reactor) {
+	return gather(e, func(r *reactor) []SubSnapshot {
 		var local []SubSnapshot
 		for c := range r.clients {
 			_, l := c.subsSnapshot(true)
 			local = append(local, l...)
 		}
-		mu.Lock()
-		out = append(out, local...)
-		mu.Unlock()
+		return local
 	})
-	return out
 }
 
 // MatchSubs lists the subscriptions a publish on subject would reach (every member of each
@@ -185,13 +200,9 @@ func (e *Engine) MatchSubs(subject string) []SubSnapshot {
 // SubStats gathers the interest graph's figures.
 func (e *Engine) SubStats() SubStats {
 	st := SubStats{Subscriptions: e.subs.Count(), Inserts: e.subInserts.Load()}
-	var mu sync.Mutex
-	e.runOnReactors(func(r *reactor) {
-		n := r.cache.Len()
-		mu.Lock()
+	for _, n := range gather(e, func(r *reactor) []int { return []int{r.cache.Len()} }) {
 		st.Cache += n
-		mu.Unlock()
-	})
+	}
 	for _, r := range e.reactorsSnapshot() {
 		st.Matches += r.stats.inMsgs.Load()
 	}
