@@ -3,6 +3,8 @@ package loop
 import (
 	"sync"
 	"time"
+
+	"github.com/natsd/natsd/sublist"
 )
 
 // MaxClosedConns is how many closed connections /connz?state=closed remembers, as nats-server.
@@ -45,7 +47,10 @@ type SubStats struct {
 	Subscriptions int
 	Cache         int    // subjects held in the reactors' L1 caches
 	Inserts       uint64 // subscriptions ever added
-	Matches       uint64 // subject lookups (one per publish)
+	Matches       uint64 // subject lookups through the L1 caches
+	CacheHits     uint64 // lookups answered by a current cache entry
+	MaxFanout     int    // most subscriptions + queue groups one cached subject reaches
+	TotFanout     int    // summed over every cached subject (avg = TotFanout / Cache)
 }
 
 // reactorWait is how long runOnReactors waits for one reactor (a variable for tests).
@@ -200,11 +205,12 @@ func (e *Engine) MatchSubs(subject string) []SubSnapshot {
 // SubStats gathers the interest graph's figures.
 func (e *Engine) SubStats() SubStats {
 	st := SubStats{Subscriptions: e.subs.Count(), Inserts: e.subInserts.Load()}
-	for _, n := range gather(e, func(r *reactor) []int { return []int{r.cache.Len()} }) {
-		st.Cache += n
-	}
-	for _, r := range e.reactorsSnapshot() {
-		st.Matches += r.stats.inMsgs.Load()
+	for _, cs := range gather(e, func(r *reactor) []sublist.CacheStats { return []sublist.CacheStats{r.cache.Stats()} }) {
+		st.Cache += cs.Len
+		st.Matches += cs.Lookups
+		st.CacheHits += cs.Hits
+		st.MaxFanout = max(st.MaxFanout, cs.MaxFanout)
+		st.TotFanout += cs.TotFanout
 	}
 	return st
 }

@@ -606,13 +606,21 @@ func (s *Server) handleConnz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) sublistStats() *SublistStats {
 	st := s.eng.SubStats()
 	n := uint64(st.Subscriptions)
-	return &SublistStats{
+	ss := &SublistStats{
 		NumSubs:    uint32(st.Subscriptions),
 		NumCache:   uint32(st.Cache),
 		NumInserts: st.Inserts,
 		NumRemoves: st.Inserts - min(st.Inserts, n),
 		NumMatches: st.Matches,
+		MaxFanout:  uint32(st.MaxFanout),
 	}
+	if st.Matches > 0 {
+		ss.CacheHitRate = float64(st.CacheHits) / float64(st.Matches)
+	}
+	if st.Cache > 0 {
+		ss.AvgFanout = float64(st.TotFanout) / float64(st.Cache)
+	}
+	return ss
 }
 
 func subDetails(list []loop.SubSnapshot) []SubDetail {

@@ -375,6 +375,11 @@ func TestMonitorFiguresMove(t *testing.T) {
 	if sz.NumSubs != 3 || sz.Total != 3 || len(sz.Subs) != 3 || sz.NumInserts != 3 || sz.NumMatches != uint64(n+1) {
 		t.Fatalf("subsz: %+v %+v", sz.SublistStats, sz.Subs)
 	}
+	// "foo" is cached on its second miss and hit n-2 times; "foo.bar", seen once, is not
+	// cached. foo reaches one plain subscription and one queue group: a fanout of 2.
+	if sz.NumCache != 1 || sz.MaxFanout != 2 || sz.AvgFanout != 2 || sz.CacheHitRate != float64(n-2)/float64(n+1) {
+		t.Fatalf("subsz cache figures: %+v", sz.SublistStats)
+	}
 	getJSON(t, monURL(s, "/subsz?subs=1&test=foo.bar"), sz)
 	if sz.Total != 1 || sz.Subs[0].Subject != "foo.*" || sz.Subs[0].Account != "$G" {
 		t.Fatalf("subsz test: %+v", sz.Subs)

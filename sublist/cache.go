@@ -16,6 +16,9 @@ type Cache[T comparable] struct {
 	// key allocation each and evict the hot subjects every few thousand requests.
 	seen   [admitBits / 64]uint64
 	misses int
+	// lookups and hits feed /subsz's num_matches and cache_hit_rate; plain counters,
+	// since only the owner writes them and reads go through the owner too.
+	lookups, hits uint64
 }
 
 const (
@@ -45,8 +48,10 @@ func NewCache[T comparable](s *Sublist[T], size int) *Cache[T] {
 // happened-before this call and touched the subject's literal shard or the
 // wildcard shard has bumped a generation, so a stale result is never returned.
 func (c *Cache[T]) Match(subject []byte) *Result[T] {
+	c.lookups++
 	if e := c.m[string(subject)]; e != nil {
 		if e.lit.gen.Load() == e.gl && c.s.wild.gen.Load() == e.gw {
+			c.hits++
 			return e.res
 		}
 		e.res, e.lit, e.gl, e.gw = c.s.match(subject)
@@ -97,3 +102,25 @@ func (c *Cache[T]) evict() {
 
 // Len returns the number of cached subjects.
 func (c *Cache[T]) Len() int { return len(c.m) }
+
+// CacheStats are a cache's figures, in nats-server's /subsz terms: fanout is the
+// number of plain subscriptions plus queue groups a cached subject reaches.
+type CacheStats struct {
+	Len       int
+	Lookups   uint64
+	Hits      uint64 // lookups answered from a current entry
+	MaxFanout int
+	TotFanout int // over every entry; divide by Len for the average
+}
+
+// Stats returns c's figures. Like every other method it must run on c's owner: it walks
+// the entries for the fanout.
+func (c *Cache[T]) Stats() CacheStats {
+	st := CacheStats{Len: len(c.m), Lookups: c.lookups, Hits: c.hits}
+	for _, e := range c.m {
+		n := len(e.res.Plain) + len(e.res.Queues)
+		st.TotFanout += n
+		st.MaxFanout = max(st.MaxFanout, n)
+	}
+	return st
+}

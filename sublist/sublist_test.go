@@ -812,3 +812,30 @@ func TestCacheAdmitsOnSecondMiss(t *testing.T) {
 		t.Fatal("hot subject evicted by one-off subjects")
 	}
 }
+
+func TestCacheStats(t *testing.T) {
+	s := New[int]()
+	for i, sq := range [][2]string{{"a.b", ""}, {"a.*", ""}, {"a.b", "q1"}, {"a.b", "q1"}, {"a.>", "q2"}, {"c", ""}} {
+		if err := s.Insert(sq[0], sq[1], i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewCache(s, 16)
+	for _, subj := range []string{"a.b", "a.b", "a.b", "a.b", "c", "c", "x"} {
+		c.Match([]byte(subj))
+	}
+	// a.b: missed twice (cached on the second), then 2 hits; fanout 2 plain + 2 groups.
+	// c: missed twice, cached, fanout 1. x: missed once, not cached.
+	want := CacheStats{Len: 2, Lookups: 7, Hits: 2, MaxFanout: 4, TotFanout: 5}
+	if got := c.Stats(); got != want {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+	// A stale entry is revalidated, not counted as a hit.
+	if err := s.Insert("a.b", "", 99); err != nil {
+		t.Fatal(err)
+	}
+	c.Match([]byte("a.b"))
+	if got := c.Stats(); got.Hits != 2 || got.Lookups != 8 || got.MaxFanout != 5 {
+		t.Fatalf("after insert %+v", got)
+	}
+}
