@@ -2,6 +2,7 @@ package loop
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -91,4 +92,39 @@ func (e *Engine) UpdateLimits(l Limits) error {
 			}
 		}
 	}
+}
+
+// TrimConns closes client connections, any of them, until at most max remain, each with
+// "-ERR 'maximum connections exceeded'" as nats-server does when a reload lowers
+// max_connections. It returns how many it closed.
+func (e *Engine) TrimConns(max int) int {
+	excess := e.conns.Load() - int64(max)
+	if max < 0 || excess <= 0 {
+		return 0
+	}
+	var left atomic.Int64
+	left.Store(excess)
+	closed := gather(e, func(r *reactor) []int {
+		n := 0
+		for c := range r.clients {
+			if left.Add(-1) < 0 {
+				break
+			}
+			if c.closed || c.closing {
+				left.Add(1)
+				continue
+			}
+			c.closeWithErr(errTextMaxConns, closeMaxConns)
+			n++
+		}
+		if n > 0 {
+			r.endBatch()
+		}
+		return []int{n}
+	})
+	total := 0
+	for _, n := range closed {
+		total += n
+	}
+	return total
 }

@@ -155,6 +155,14 @@ func (s *Server) Reload() error {
 		if err := s.eng.UpdateLimits(limitsOf(n)); err != nil {
 			return fmt.Errorf("applying limits: %v", err)
 		}
+		if n.MaxConn != cur.MaxConn {
+			// New connections over the limit are refused from now on; existing ones over
+			// it are closed, as nats-server does.
+			if closed := s.eng.TrimConns(n.MaxConn); closed > 0 {
+				s.log.Noticef("Closed %d connections to fall within max_connections", closed)
+			}
+			s.log.Noticef("Reloaded: max_connections = %v", n.MaxConn)
+		}
 	}
 	for _, apply := range reloadAppliers {
 		if err := apply(s, cur, n); err != nil {

@@ -291,3 +291,54 @@ func testReloadUnderLoad(t *testing.T, base string) {
 		}
 	}
 }
+
+// TestReloadLowerMaxConnections: a reload that lowers max_connections below the number of
+// open connections closes the excess with nats-server's error, keeps the rest working, and
+// refuses new ones until there is room.
+func TestReloadLowerMaxConnections(t *testing.T) {
+	for _, eng := range engines {
+		t.Run(eng, func(t *testing.T) {
+			s, path := startFromConf(t, reloadBase+"max_connections: 10\nengine: "+eng+"\n", nil)
+			const open = 6
+			var rcs []*rawClient
+			for i := 0; i < open; i++ {
+				rc := dialRaw(t, s)
+				rc.send(t, "CONNECT {\"verbose\":false}\r\nPING\r\n")
+				if l := rc.line(t); l != "PONG" {
+					t.Fatalf("conn %d: %q", i, l)
+				}
+				rcs = append(rcs, rc)
+			}
+			rewrite(t, path, reloadBase+"max_connections: 4\nengine: "+eng+"\n")
+			if err := s.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			// Every connection either is told and closed, or still answers.
+			closed, alive := 0, 0
+			for i, rc := range rcs {
+				rc.send(t, "PING\r\n")
+				_ = rc.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				l, err := rc.r.ReadString('\n')
+				switch {
+				case l == "PONG\r\n":
+					alive++
+				case l == "-ERR 'maximum connections exceeded'\r\n":
+					if _, err := rc.r.ReadString('\n'); err == nil {
+						t.Fatalf("conn %d still open after the error", i)
+					}
+					closed++
+				default:
+					t.Fatalf("conn %d: %q %v", i, l, err)
+				}
+			}
+			if closed != open-4 || alive != 4 {
+				t.Fatalf("closed %d alive %d, want %d and 4", closed, alive, open-4)
+			}
+			waitFor(t, func() bool { return s.NumClients() == 4 })
+			rc := dialRaw(t, s) // the fifth is refused with the same error
+			if l := rc.line(t); l != "-ERR 'maximum connections exceeded'" {
+				t.Fatalf("fifth connection: %q", l)
+			}
+		})
+	}
+}
