@@ -97,6 +97,7 @@ type client struct {
 	// CONNECT after SUB, so it is atomic.
 	headers             atomic.Bool
 	connected           bool
+	firstPong           bool // the PONG to the first PING after CONNECT has been sent
 	protocol            int
 	name, lang, version string
 
@@ -212,11 +213,31 @@ func (c *client) traceIn(frame []byte) {
 	}
 }
 
+// asyncInfo is an INFO sent after the greeting (to protocol 1 clients only): the server's
+// fields, the client's id and address, then extra, in nats-server's field order (extra's
+// fields come before api_lvl and xkey in InfoTail). It carries no nonce.
+func (c *client) asyncInfo(extra string) []byte {
+	info := c.r.e.cfg.Info
+	b := make([]byte, 0, len(info)+len(c.r.e.cfg.InfoTail)+len(extra)+80)
+	b = append(b, "INFO "...)
+	b = append(b, info[:len(info)-1]...)
+	b = append(b, `,"client_id":`...)
+	b = strconv.AppendUint(b, c.cid, 10)
+	b = append(b, `,"client_ip":"`...)
+	b = append(b, c.ip...)
+	b = append(b, '"')
+	b = append(b, extra...)
+	b = append(b, c.r.e.cfg.InfoTail...)
+	return append(b, "} \r\n"...)
+}
+
 // infoLDM is the async INFO announcing lame duck mode.
-func (c *client) infoLDM() []byte {
-	b := c.infoLine()
-	i := bytes.LastIndexByte(b, '}')
-	return append(b[:i:i], append([]byte(`,"ldm":true`), b[i:]...)...)
+func (c *client) infoLDM() []byte { return c.asyncInfo(`,"ldm":true`) }
+
+// infoConnect answers a protocol 1 client's first PING after CONNECT: it tells the client
+// the account it is bound to (natsd has only the global one).
+func (c *client) infoConnect() []byte {
+	return c.asyncInfo(`,"connect_info":true,"remote_account":"$G"`)
 }
 
 // connClosed releases everything the connection held; the driver calls it once, on c's reactor.

@@ -251,7 +251,7 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	list := gather(e, func(r *reactor) []Conn {
 		var cs []Conn
 		for c := range r.clients {
-			if c.protocol >= 1 {
+			if c.protocol >= 1 && c.firstPong {
 				c.send(c.infoLDM())
 			}
 			cs = append(cs, c.conn)

@@ -24,6 +24,12 @@ func (c *client) process(op *parser.Op) {
 		c.processUnsub(op)
 	case parser.KindPing:
 		c.send(pongLine)
+		if c.connected && !c.firstPong {
+			c.firstPong = true
+			if c.protocol >= 1 {
+				c.send(c.infoConnect())
+			}
+		}
 	case parser.KindPong:
 		c.pingsOut = 0
 		if c.rttStart != 0 {

@@ -479,3 +479,50 @@ func TestWireInfoSameKeysAsReference(t *testing.T) {
 		}
 	})
 }
+
+// TestWireConnectInfo: a protocol 1 client gets, after the PONG to its first PING after
+// CONNECT, an async INFO with connect_info and the account it is bound to; only once, and
+// never for protocol 0. Keys and their order are compared with nats-server's.
+func TestWireConnectInfo(t *testing.T) {
+	var ref []string
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		r := dialConnected(t, u, `"protocol":1`)
+		r.send("PING\r\n")
+		r.expect("PONG\r\n")
+		_ = r.c.SetReadDeadline(time.Now().Add(ioTimeout))
+		line, err := r.br.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "INFO ") {
+			t.Fatalf("after the first PONG: %q %v", line, err)
+		}
+		var info map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimPrefix(line, "INFO "), " \r\n")), &info); err != nil {
+			t.Fatal(err)
+		}
+		if info["connect_info"] != true || info["remote_account"] != "$G" ||
+			info["client_id"] != r.info["client_id"] || info["client_ip"] != r.info["client_ip"] || info["server_id"] != r.info["server_id"] {
+			t.Fatalf("connect INFO %s (greeting %s)", line, r.infoLine)
+		}
+		if _, ok := info["nonce"]; ok {
+			t.Fatalf("connect INFO carries a nonce: %s", line)
+		}
+		// The second PING gets only its PONG.
+		r.send("PING\r\n")
+		r.expect("PONG\r\n")
+		r.send("PING\r\n")
+		r.expect("PONG\r\n")
+		// A protocol 0 client gets no INFO.
+		r0 := dialConnected(t, u, "")
+		r0.send("PING\r\nPING\r\n")
+		r0.expect("PONG\r\nPONG\r\n")
+
+		keys := infoKeys(t, line)
+		if tg.name == "nats-server" {
+			ref = keys
+			return
+		}
+		if ref != nil && strings.Join(keys, ",") != strings.Join(ref, ",") {
+			t.Errorf("connect INFO keys differ\n got: %v\nwant: %v", keys, ref)
+		}
+	})
+}
