@@ -200,8 +200,10 @@ func TestBinarySignals(t *testing.T) {
 	t.Run("SIGUSR2 lame duck", func(t *testing.T) {
 		p := startBinary(t, "--lame_duck_duration", "1s", "--lame_duck_grace_period", "100ms")
 		var ncs []*nats.Conn
+		told := make(chan struct{}, 4)
 		for i := 0; i < 4; i++ {
-			nc, err := nats.Connect(p.url(), nats.NoReconnect())
+			nc, err := nats.Connect(p.url(), nats.NoReconnect(),
+				nats.LameDuckModeHandler(func(*nats.Conn) { told <- struct{}{} }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,6 +224,9 @@ func TestBinarySignals(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("client not closed by lame duck")
 			}
+		}
+		if len(told) != len(ncs) {
+			t.Fatalf("%d of %d clients got the lame duck INFO", len(told), len(ncs))
 		}
 		if el := time.Since(start); el < 500*time.Millisecond {
 			t.Fatalf("lame duck closed everyone at once (%v)", el)
