@@ -16,7 +16,7 @@ import (
 
 // netpollDriver runs the engine on cloudwego/netpoll. netpoll has no fixed event loops of its
 // own: it runs OnConnect/OnRequest on pooled goroutines. natsd maps that onto N virtual
-// reactors (vreactor: a goroutine draining a task queue), assigns each connection to one of
+// reactors (serial: a goroutine draining a task queue), assigns each connection to one of
 // them, and runs the connection's state machine only there. The pooled goroutine that netpoll
 // hands a readable connection to (the "pump") only schedules work on the connection's reactor,
 // waits for it, and blocks in netpoll when a frame is incomplete or the publisher is stalled;
@@ -25,7 +25,7 @@ type netpollDriver struct {
 	e     *Engine
 	ln    netpoll.Listener
 	evl   netpoll.EventLoop
-	vrs   []*vreactor
+	vrs   []*serial
 	next  atomic.Uint32
 	quit  chan struct{}
 	done  chan struct{}
@@ -38,65 +38,6 @@ var netpollInit sync.Once
 // Reads grow it as traffic requires; an idle connection keeps one node of this size.
 const netpollBufferSize = 1024
 
-var errStopped = errors.New("reactor stopped")
-
-// vreactor is a virtual reactor: tasks run one at a time, in order, on one goroutine.
-type vreactor struct {
-	mu      sync.Mutex
-	q       []func()
-	spare   []func()
-	sig     chan struct{}
-	quit    chan struct{}
-	stopped atomic.Bool
-}
-
-func newVreactor(quit chan struct{}) *vreactor {
-	return &vreactor{sig: make(chan struct{}, 1), quit: quit}
-}
-
-func (v *vreactor) Execute(task func()) error {
-	if v.stopped.Load() {
-		return errStopped
-	}
-	v.mu.Lock()
-	v.q = append(v.q, task)
-	first := len(v.q) == 1
-	v.mu.Unlock()
-	if first {
-		select {
-		case v.sig <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
-
-func (v *vreactor) run() {
-	for {
-		select {
-		case <-v.sig:
-		case <-v.quit:
-			v.stopped.Store(true)
-			return
-		}
-		for {
-			v.mu.Lock()
-			batch := v.q
-			if len(batch) == 0 {
-				v.mu.Unlock()
-				break
-			}
-			v.q = v.spare[:0]
-			v.mu.Unlock()
-			for i, t := range batch {
-				t()
-				batch[i] = nil
-			}
-			v.spare = batch
-		}
-	}
-}
-
 // npConn adapts a netpoll connection to Conn. Inbound bytes are read in place from netpoll's
 // linked buffer (Peek/Skip/Release, zero-copy unless a frame spans two nodes). Outbound bytes
 // go straight to the socket with one non-blocking writev on the reactor; only what the kernel
@@ -106,7 +47,7 @@ type npConn struct {
 	d   *netpollDriver
 	nc  netpoll.Connection
 	fd  int
-	vr  *vreactor
+	vr  *serial
 	r   *reactor
 	c   *client
 	ctx context.Context
@@ -164,10 +105,9 @@ func (d *netpollDriver) start() (*net.TCPAddr, error) {
 		return nil, errors.New("netpoll: unexpected listener address")
 	}
 	for i := 0; i < cfg.Reactors; i++ {
-		v := newVreactor(d.quit)
+		v := newSerial(d.quit)
 		d.vrs = append(d.vrs, v)
 		d.e.reactorFor(v, v)
-		go v.run()
 	}
 	d.e.listening(addr)
 	evl, err := netpoll.NewEventLoop(d.onRequest,

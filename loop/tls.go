@@ -34,80 +34,12 @@ const (
 	tlsInboundMax = 4 << 20
 )
 
-var errExecStopped = errors.New("loop: reactor stopped")
-
-// serialExec is a reactor for goroutine-fed connections: one goroutine running tasks in
-// order from an unbounded queue, so Execute never blocks its caller (another reactor).
-type serialExec struct {
-	mu      sync.Mutex
-	q       []func()
-	spare   []func()
-	stopped bool
-	sig     chan struct{}
-	done    chan struct{}
-}
-
-func newSerialExec() *serialExec {
-	x := &serialExec{sig: make(chan struct{}, 1), done: make(chan struct{})}
-	go x.run()
-	return x
-}
-
-func (x *serialExec) Execute(task func()) error {
-	x.mu.Lock()
-	if x.stopped {
-		x.mu.Unlock()
-		return errExecStopped
-	}
-	x.q = append(x.q, task)
-	x.mu.Unlock()
-	select {
-	case x.sig <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-func (x *serialExec) run() {
-	defer close(x.done)
-	for {
-		x.mu.Lock()
-		tasks := x.q
-		x.q = x.spare[:0]
-		stopped := x.stopped
-		x.mu.Unlock()
-		for i, t := range tasks {
-			t()
-			tasks[i] = nil
-		}
-		x.spare = tasks[:0]
-		if len(tasks) > 0 {
-			continue
-		}
-		if stopped {
-			return
-		}
-		<-x.sig
-	}
-}
-
-func (x *serialExec) stop() {
-	x.mu.Lock()
-	x.stopped = true
-	x.mu.Unlock()
-	select {
-	case x.sig <- struct{}{}:
-	default:
-	}
-	<-x.done
-}
-
 // tlsDriver accepts with a Go listener; each connection runs on goroutines and is assigned
 // to one of the serial reactors.
 type tlsDriver struct {
 	e     *Engine
 	ln    net.Listener
-	execs []*serialExec
+	execs []*serial
 	next  atomic.Uint64
 	wg    sync.WaitGroup
 
@@ -145,7 +77,7 @@ func (d *tlsDriver) start() (*net.TCPAddr, error) {
 	d.conns = make(map[*tlsConn]struct{})
 	d.cur.Store(cfg.TLS)
 	for i := 0; i < cfg.Reactors; i++ {
-		x := newSerialExec()
+		x := newSerial(nil)
 		d.execs = append(d.execs, x)
 		d.e.reactorFor(x, x)
 	}
@@ -215,7 +147,7 @@ type tlsConn struct {
 	tc  *TLSConfig // the settings in force when it was accepted
 	raw net.Conn   // the TCP socket
 	nc  net.Conn   // what is read and written: raw, or the TLS session over it
-	ex  *serialExec
+	ex  *serial
 	r   *reactor
 	c   *client
 

@@ -1,0 +1,90 @@
+package loop
+
+import (
+	"errors"
+	"sync"
+)
+
+var errStopped = errors.New("loop: reactor stopped")
+
+// serial is a reactor for drivers whose connections are fed by goroutines (netpoll's
+// callbacks, the TLS readers): one goroutine runs tasks one at a time, in order, from an
+// unbounded queue, so Execute never blocks its caller (often another reactor).
+type serial struct {
+	mu       sync.Mutex
+	q, spare []func()
+	stopped  bool
+	sig      chan struct{}
+	quit     <-chan struct{} // closing it stops the queue at once, dropping what is queued
+	done     chan struct{}
+}
+
+// newSerial starts a serial reactor. quit may be nil; closing it stops every serial
+// reactor sharing it without running their queues (the driver is going away).
+func newSerial(quit <-chan struct{}) *serial {
+	x := &serial{sig: make(chan struct{}, 1), quit: quit, done: make(chan struct{})}
+	go x.run()
+	return x
+}
+
+func (x *serial) Execute(task func()) error {
+	x.mu.Lock()
+	if x.stopped {
+		x.mu.Unlock()
+		return errStopped
+	}
+	x.q = append(x.q, task)
+	first := len(x.q) == 1
+	x.mu.Unlock()
+	if first {
+		// run takes the whole queue under mu and comes back for more before it waits, so
+		// only the task that finds the queue empty has to wake it.
+		select {
+		case x.sig <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (x *serial) run() {
+	defer close(x.done)
+	for {
+		x.mu.Lock()
+		tasks := x.q
+		x.q = x.spare[:0]
+		stopped := x.stopped
+		x.mu.Unlock()
+		for i, t := range tasks {
+			t()
+			tasks[i] = nil
+		}
+		x.spare = tasks[:0]
+		if len(tasks) > 0 {
+			continue
+		}
+		if stopped {
+			return
+		}
+		select {
+		case <-x.sig:
+		case <-x.quit:
+			x.mu.Lock()
+			x.stopped = true
+			x.mu.Unlock()
+			return
+		}
+	}
+}
+
+// stop runs what is queued, then stops; later Executes fail.
+func (x *serial) stop() {
+	x.mu.Lock()
+	x.stopped = true
+	x.mu.Unlock()
+	select {
+	case x.sig <- struct{}{}:
+	default:
+	}
+	<-x.done
+}
