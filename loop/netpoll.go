@@ -12,6 +12,8 @@ import (
 
 	"github.com/cloudwego/netpoll"
 	"golang.org/x/sys/unix"
+
+	"github.com/natsd/natsd/outbound"
 )
 
 // netpollDriver runs the engine on cloudwego/netpoll. netpoll has no fixed event loops of its
@@ -309,7 +311,7 @@ func (n *npConn) runClosed() {
 	}
 	n.mu.Lock()
 	for i, b := range n.backlog {
-		putNpChunk(b)
+		outbound.PutChunk(b)
 		n.backlog[i] = nil
 	}
 	n.backlog = nil
@@ -440,7 +442,7 @@ func (n *npConn) appendBacklog(bs [][]byte, skip int) {
 		for len(b) > 0 {
 			last := len(n.backlog) - 1
 			if last < 0 || len(n.backlog[last]) == cap(n.backlog[last]) {
-				n.backlog = append(n.backlog, getNpChunk())
+				n.backlog = append(n.backlog, outbound.GetChunk())
 				last++
 			}
 			t := n.backlog[last]
@@ -474,14 +476,14 @@ func (n *npConn) flusher() {
 				_, err = n.nc.Write(b)
 			}
 			n.pending.Add(-int64(len(b)))
-			putNpChunk(b)
+			outbound.PutChunk(b)
 			chunks[i] = nil
 		}
 		if err != nil {
 			n.mu.Lock()
 			for i, b := range n.backlog {
 				n.pending.Add(-int64(len(b)))
-				putNpChunk(b)
+				outbound.PutChunk(b)
 				n.backlog[i] = nil
 			}
 			n.backlog = nil
@@ -525,24 +527,6 @@ func (n *npConn) Wake() error {
 }
 
 func (n *npConn) RemoteAddr() net.Addr { return n.nc.RemoteAddr() }
-
-// Backlog chunks are pooled: a connection holds them only while the kernel is behind.
-const npChunkSize = 16 * 1024
-
-var npChunkPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, npChunkSize)
-	return &b
-}}
-
-func getNpChunk() []byte { return (*npChunkPool.Get().(*[]byte))[:0] }
-
-func putNpChunk(b []byte) {
-	if cap(b) != npChunkSize {
-		return
-	}
-	b = b[:0]
-	npChunkPool.Put(&b)
-}
 
 // netpollLog routes netpoll's own log lines (accept failures such as EMFILE) to the server log.
 // netpoll's logger is process-wide: it goes to the engine started last.

@@ -21,6 +21,13 @@ var chunkPool = sync.Pool{New: func() any {
 
 func getChunk() []byte { return (*chunkPool.Get().(*[]byte))[:0] }
 
+// GetChunk returns an empty ChunkSize buffer from the pool the queues use, for other
+// per-connection byte backlogs (netpoll's unsent bytes).
+func GetChunk() []byte { return getChunk() }
+
+// PutChunk returns a buffer from GetChunk (or Take) to the pool; others are dropped.
+func PutChunk(b []byte) { putChunk(b) }
+
 func putChunk(b []byte) {
 	if cap(b) != ChunkSize {
 		return
