@@ -180,24 +180,13 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	return c, info, true
 }
 
+// infoLine is the greeting INFO: with the nonce when the client must sign it.
 func (c *client) infoLine() []byte {
-	info := c.r.e.cfg.Info
-	b := make([]byte, 0, len(info)+len(c.r.e.cfg.InfoTail)+80)
-	b = append(b, "INFO "...)
-	b = append(b, info[:len(info)-1]...)
-	b = append(b, `,"client_id":`...)
-	b = strconv.AppendUint(b, c.cid, 10)
-	b = append(b, `,"client_ip":"`...)
-	b = append(b, c.ip...)
-	b = append(b, '"')
-	if c.au != nil && c.au.nonce != nil {
-		b = append(b, `,"nonce":"`...)
-		b = append(b, c.au.nonce...)
-		b = append(b, '"')
+	var nonce []byte
+	if c.au != nil {
+		nonce = c.au.nonce
 	}
-	b = append(b, c.r.e.cfg.InfoTail...)
-	b = append(b, "} \r\n"...)
-	return b
+	return c.buildInfo(nonce, "")
 }
 
 // traceIn logs an inbound op the way nats-server's -V does: the control line, then the payload.
@@ -213,10 +202,10 @@ func (c *client) traceIn(frame []byte) {
 	}
 }
 
-// asyncInfo is an INFO sent after the greeting (to protocol 1 clients only): the server's
-// fields, the client's id and address, then extra, in nats-server's field order (extra's
-// fields come before api_lvl and xkey in InfoTail). It carries no nonce.
-func (c *client) asyncInfo(extra string) []byte {
+// buildInfo is an INFO line in nats-server's field order: the server's fields, the client's
+// id and address, the nonce when there is one, then extra (fields that come before api_lvl
+// and xkey, which InfoTail carries).
+func (c *client) buildInfo(nonce []byte, extra string) []byte {
 	info := c.r.e.cfg.Info
 	b := make([]byte, 0, len(info)+len(c.r.e.cfg.InfoTail)+len(extra)+80)
 	b = append(b, "INFO "...)
@@ -226,10 +215,19 @@ func (c *client) asyncInfo(extra string) []byte {
 	b = append(b, `,"client_ip":"`...)
 	b = append(b, c.ip...)
 	b = append(b, '"')
+	if nonce != nil {
+		b = append(b, `,"nonce":"`...)
+		b = append(b, nonce...)
+		b = append(b, '"')
+	}
 	b = append(b, extra...)
 	b = append(b, c.r.e.cfg.InfoTail...)
 	return append(b, "} \r\n"...)
 }
+
+// asyncInfo is an INFO sent after the greeting, to protocol 1 clients only; like
+// nats-server's it carries no nonce.
+func (c *client) asyncInfo(extra string) []byte { return c.buildInfo(nil, extra) }
 
 // infoLDM is the async INFO announcing lame duck mode.
 func (c *client) infoLDM() []byte { return c.asyncInfo(`,"ldm":true`) }
