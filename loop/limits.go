@@ -107,12 +107,11 @@ func (e *Engine) TrimConns(max int) int {
 	closed := gather(e, func(r *reactor) []int {
 		n := 0
 		for c := range r.clients {
+			if c.closed || c.closing {
+				continue
+			}
 			if left.Add(-1) < 0 {
 				break
-			}
-			if c.closed || c.closing {
-				left.Add(1)
-				continue
 			}
 			c.closeWithErr(errTextMaxConns, closeMaxConns)
 			n++
