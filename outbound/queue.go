@@ -19,16 +19,12 @@ var chunkPool = sync.Pool{New: func() any {
 	return &b
 }}
 
-func getChunk() []byte { return (*chunkPool.Get().(*[]byte))[:0] }
-
-// GetChunk returns an empty ChunkSize buffer from the pool the queues use, for other
-// per-connection byte backlogs (netpoll's unsent bytes).
-func GetChunk() []byte { return getChunk() }
+// GetChunk returns an empty ChunkSize buffer from the pool the queues use; other
+// per-connection byte backlogs (netpoll's unsent bytes) share it.
+func GetChunk() []byte { return (*chunkPool.Get().(*[]byte))[:0] }
 
 // PutChunk returns a buffer from GetChunk (or Take) to the pool; others are dropped.
-func PutChunk(b []byte) { putChunk(b) }
-
-func putChunk(b []byte) {
+func PutChunk(b []byte) {
 	if cap(b) != ChunkSize {
 		return
 	}
@@ -104,7 +100,7 @@ func (q *Queue) write(p []byte) {
 	for len(p) > 0 {
 		last := len(q.chunks) - 1
 		if last < 0 || len(q.chunks[last]) == cap(q.chunks[last]) {
-			q.chunks = append(q.chunks, getChunk())
+			q.chunks = append(q.chunks, GetChunk())
 			last++
 		}
 		t := q.chunks[last]
@@ -134,7 +130,7 @@ func (q *Queue) Take(dst [][]byte) (out [][]byte, slow bool) {
 // Release returns chunks obtained from Take to the pool.
 func Release(chunks [][]byte) {
 	for i, c := range chunks {
-		putChunk(c)
+		PutChunk(c)
 		chunks[i] = nil
 	}
 }
