@@ -284,6 +284,50 @@ type plAck struct {
 	data []byte
 }
 
+// checkSurvived fails unless every record in want loads back identical and the store
+// reports nothing lost.
+func checkSurvived(t *testing.T, round int, s *FileStore, want map[uint64]plAck) {
+	t.Helper()
+	for seq, a := range want {
+		m, err := s.LoadMsg(seq)
+		if err != nil || m.Subject != a.subj || !bytes.Equal(m.Data, a.data) {
+			t.Fatalf("round %d: seq %d, acknowledged or read before the power cut, is lost: %v", round, seq, err)
+		}
+	}
+	if l := s.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
+		t.Fatalf("round %d: lost %+v", round, l)
+	}
+}
+
+// plWriters starts n goroutines appending records of varied lengths (subject
+// prefix.w) until stop is closed or the store fails, recording each acknowledged
+// one in acked under mu.
+func plWriters(wg *sync.WaitGroup, stop <-chan struct{}, s *FileStore, n int, prefix string, round, mult, mod int,
+	mu *sync.Mutex, acked map[uint64]plAck) {
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				subj := fmt.Sprintf("%s.%d", prefix, w)
+				data := []byte(fmt.Sprintf("%d-%d-%d-%0*d", round, w, k, (k*mult+w)%mod+1, 0))
+				seq, _, err := s.StoreMsg(subj, nil, data)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				acked[seq] = plAck{subj, data}
+				mu.Unlock()
+			}
+		}(w)
+	}
+}
+
 func TestPowerLoss(t *testing.T) {
 	for _, variant := range []string{"plain", "s2-chacha"} {
 		t.Run(variant, func(t *testing.T) {
@@ -300,40 +344,11 @@ func TestPowerLoss(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: open: %v", round, err)
 				}
-				for seq, a := range acked {
-					m, err := s.LoadMsg(seq)
-					if err != nil || m.Subject != a.subj || !bytes.Equal(m.Data, a.data) {
-						t.Fatalf("round %d: acked seq %d lost after power cut: %v", round, seq, err)
-					}
-				}
-				if l := s.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
-					t.Fatalf("round %d: lost %+v", round, l)
-				}
+				checkSurvived(t, round, s, acked)
 				var mu sync.Mutex
 				stop := make(chan struct{})
 				var wg sync.WaitGroup
-				for w := 0; w < 16; w++ {
-					wg.Add(1)
-					go func(w int) {
-						defer wg.Done()
-						for n := 0; ; n++ {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							subj := fmt.Sprintf("pl.%d", w)
-							data := []byte(fmt.Sprintf("%d-%d-%d-%0*d", round, w, n, (n*7+w)%200+1, 0))
-							seq, _, err := s.StoreMsg(subj, nil, data)
-							if err != nil {
-								return
-							}
-							mu.Lock()
-							acked[seq] = plAck{subj, data}
-							mu.Unlock()
-						}
-					}(w)
-				}
+				plWriters(&wg, stop, s, 16, "pl", round, 7, 200, &mu, acked)
 				time.Sleep(time.Duration(5+rng.Intn(25)) * time.Millisecond)
 				// Everything acknowledged before this point must survive.
 				mu.Lock()
@@ -401,15 +416,7 @@ func TestPowerLossInFlight(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: open: %v", round, err)
 				}
-				for seq, a := range must {
-					m, err := s.LoadMsg(seq)
-					if err != nil || m.Subject != a.subj || !bytes.Equal(m.Data, a.data) {
-						t.Fatalf("round %d: seq %d, acknowledged or read before the power cut, is lost: %v", round, seq, err)
-					}
-				}
-				if l := s.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
-					t.Fatalf("round %d: lost %+v", round, l)
-				}
+				checkSurvived(t, round, s, must)
 
 				var mu sync.Mutex // guards acked and the cut, so a cut sees a consistent ack set
 				acked := map[uint64]plAck{}
@@ -440,28 +447,7 @@ func TestPowerLossInFlight(t *testing.T) {
 
 				stop := make(chan struct{})
 				var wg sync.WaitGroup
-				for w := 0; w < 48; w++ {
-					wg.Add(1)
-					go func(w int) {
-						defer wg.Done()
-						for n := 0; ; n++ {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							subj := fmt.Sprintf("if.%d", w)
-							data := []byte(fmt.Sprintf("%d-%d-%d-%0*d", round, w, n, (n*13+w)%150+1, 0))
-							seq, _, err := s.StoreMsg(subj, nil, data)
-							if err != nil {
-								return
-							}
-							mu.Lock()
-							acked[seq] = plAck{subj, data}
-							mu.Unlock()
-						}
-					}(w)
-				}
+				plWriters(&wg, stop, s, 48, "if", round, 13, 150, &mu, acked)
 				// A reader: whatever it can load must already be durable.
 				wg.Add(1)
 				go func() {
