@@ -84,11 +84,9 @@ func (s *Server) startMonitoring() error {
 	m := &monitor{base: normalizeBasePath(o.HTTPBasePath), reqs: make(map[string]uint64)}
 	s.mon = m
 	if o.ProfPort != 0 {
-		port := max(o.ProfPort, 0)
-		hp := net.JoinHostPort(o.Host, strconv.Itoa(port))
-		ln, err := net.Listen("tcp", hp)
+		ln, err := listenHTTP(o.Host, o.ProfPort, "profiling")
 		if err != nil {
-			return fmt.Errorf("can't listen to the profiling port: %v", err)
+			return err
 		}
 		mux := http.NewServeMux()
 		addPprof(mux, "")
@@ -100,11 +98,9 @@ func (s *Server) startMonitoring() error {
 	if o.HTTPPort == 0 {
 		return nil
 	}
-	port := max(o.HTTPPort, 0)
-	hp := net.JoinHostPort(o.HTTPHost, strconv.Itoa(port))
-	ln, err := net.Listen("tcp", hp)
+	ln, err := listenHTTP(o.HTTPHost, o.HTTPPort, "monitor")
 	if err != nil {
-		return fmt.Errorf("can't listen to the monitor port: %v", err)
+		return err
 	}
 	mux := http.NewServeMux()
 	handle := func(p string, h http.HandlerFunc) { mux.HandleFunc(m.path(p), h) }
@@ -133,6 +129,15 @@ func (s *Server) startMonitoring() error {
 	s.log.Noticef("Starting http monitor on %s", net.JoinHostPort(o.HTTPHost, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)))
 	go func() { _ = m.srv.Serve(ln) }()
 	return nil
+}
+
+// listenHTTP opens an HTTP endpoint's listener; a negative port picks a free one.
+func listenHTTP(host string, port int, what string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(max(port, 0))))
+	if err != nil {
+		return nil, fmt.Errorf("can't listen to the %s port: %v", what, err)
+	}
+	return ln, nil
 }
 
 func addPprof(mux *http.ServeMux, prefix string) {
