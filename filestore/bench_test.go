@@ -95,3 +95,35 @@ func BenchmarkReadRandom(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
 }
+
+// BenchmarkAppendManyBlocks appends to a store that already holds thousands
+// of blocks, as a long-lived stream does: the cost of an append must not
+// grow with the number of blocks.
+func BenchmarkAppendManyBlocks(b *testing.B) {
+	for _, preload := range []int{0, 200000} {
+		b.Run(fmt.Sprintf("records=%d", preload), func(b *testing.B) {
+			s, err := Open(Config{Dir: b.TempDir(), BlockSize: 4 << 10, SyncInterval: -1, Logf: quietLog})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Stop()
+			payload := make([]byte, 128)
+			store := func(n int) {
+				var wg sync.WaitGroup
+				wg.Add(n)
+				for i := 0; i < n; i++ {
+					s.StoreAsync("bench.blocks", nil, payload, func(uint64, int64, error) { wg.Done() })
+				}
+				wg.Wait()
+			}
+			store(preload)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, _, err := s.StoreMsg("bench.blocks", nil, payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(s.blocks)), "blocks")
+		})
+	}
+}

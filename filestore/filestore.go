@@ -159,6 +159,7 @@ type FileStore struct {
 	rolled     []*block
 	dead       []*block
 	floor      uint64 // floor marker to emit at the end of the batch
+	maybeEmpty bool   // a block may have emptied since collectEmpty last looked
 	dirty      bool
 	armed      bool
 	indexStale bool

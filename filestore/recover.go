@@ -374,6 +374,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 		s.first = last + 1
 	}
 	s.durable = last
+	s.maybeEmpty = true // blocks left empty are dropped with the first batch
 	if n := len(s.blocks); n > 0 {
 		b := s.blocks[n-1]
 		if !b.sealed && b.f != nil && s.cfg.SyncInterval >= 0 {

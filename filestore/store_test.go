@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -417,4 +418,126 @@ func TestGroupCommitFlood(t *testing.T) {
 	if st := s.State(); st.LastSeq <= last || st.Msgs != st.LastSeq {
 		t.Fatalf("state %+v, last callback %d", st, last)
 	}
+}
+
+// TestEmptiedBlocksRemoved empties most blocks of a store in each of the ways
+// a block can empty, and checks that their files go (right away, and after a
+// reopen), that only the active block and the blocks still holding records
+// stay, and that the surviving records are intact.
+func TestEmptiedBlocksRemoved(t *testing.T) {
+	const n = 400 // ~14 blocks of 4 KiB
+	body := strings.Repeat("e", 100)
+	cases := []struct {
+		name  string
+		lim   Limits
+		empty func(t *testing.T, s *FileStore)
+		kept  uint64 // records left, the last ones written
+	}{
+		{"remove each", Limits{}, func(t *testing.T, s *FileStore) {
+			for seq := uint64(1); seq <= n-10; seq++ {
+				if ok, err := s.RemoveMsg(seq); !ok || err != nil {
+					t.Fatalf("remove %d: %v %v", seq, ok, err)
+				}
+			}
+		}, 10},
+		{"remove each, newest first", Limits{}, func(t *testing.T, s *FileStore) {
+			for seq := uint64(n - 10); seq >= 1; seq-- {
+				if ok, err := s.RemoveMsg(seq); !ok || err != nil {
+					t.Fatalf("remove %d: %v %v", seq, ok, err)
+				}
+			}
+		}, 10},
+		{"emptied while active", Limits{}, func(t *testing.T, s *FileStore) {
+			// Fill the active block to the brim and empty everything: the
+			// next append rolls past a block that emptied while it was
+			// active, which must go then.
+			for {
+				s.mu.RLock()
+				full := s.act.size >= s.cfg.BlockSize
+				s.mu.RUnlock()
+				if full {
+					break
+				}
+				mustStore(t, s, "e", body)
+			}
+			for seq := uint64(1); seq <= s.State().LastSeq; seq++ {
+				if ok, err := s.RemoveMsg(seq); !ok || err != nil {
+					t.Fatalf("remove %d: %v %v", seq, ok, err)
+				}
+			}
+		}, 0},
+		{"purge", Limits{}, func(t *testing.T, s *FileStore) { s.Purge() }, 0},
+		{"purge subject", Limits{}, func(t *testing.T, s *FileStore) { s.PurgeSubject("e") }, 0},
+		{"compact", Limits{}, func(t *testing.T, s *FileStore) { s.Compact(n - 9) }, 10},
+		{"max msgs", Limits{MaxMsgs: 10}, func(t *testing.T, s *FileStore) {}, 10},
+		{"max age", Limits{MaxAge: 50 * time.Millisecond}, func(t *testing.T, s *FileStore) {
+			time.Sleep(300 * time.Millisecond)
+			// Expiry runs on a timer; an append makes sure the writer has
+			// applied it, and is itself young enough to stay.
+			mustStore(t, s, "e", body)
+		}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(fileCfg(dir, tc.lim))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < n; i++ {
+				mustStore(t, s, "e", body)
+			}
+			if tc.lim == (Limits{}) && numBlockFiles(dir) < 10 {
+				t.Fatalf("only %d block files to start with", numBlockFiles(dir))
+			}
+			tc.empty(t, s)
+			st := s.State()
+			if st.Msgs != tc.kept {
+				t.Fatalf("%d msgs left, want %d", st.Msgs, tc.kept)
+			}
+			// An append after the removals makes the writer look again, and
+			// the finisher deletes files once the commit is durable.
+			last := mustStore(t, s, "e", body)
+			want := tc.kept + 1
+			if m := uint64(tc.lim.MaxMsgs); m > 0 && want > m {
+				want = m
+			}
+			check := func(when string) {
+				t.Helper()
+				// Records ~130 bytes: want of them fit in two blocks.
+				if k := numBlockFiles(dir); k > 2 {
+					t.Fatalf("%s: %d block files left for %d records", when, k, want)
+				}
+				s.mu.RLock()
+				for _, b := range s.blocks {
+					if b.live == 0 && b != s.act {
+						t.Errorf("%s: block %d is empty and not active, but still kept", when, b.id)
+					}
+				}
+				s.mu.RUnlock()
+				for seq := last - want + 1; seq <= last; seq++ {
+					checkLoad(t, s, seq, "e", body)
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for numBlockFiles(dir) > 2 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			check("running")
+			s.Stop()
+			if s, err = Open(fileCfg(dir, tc.lim)); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			check("reopened")
+			if st := s.State(); st.Msgs != want || st.LastSeq != last {
+				t.Fatalf("reopened: %+v", st)
+			}
+		})
+	}
+}
+
+func numBlockFiles(dir string) int {
+	m, _ := filepath.Glob(filepath.Join(dir, "msgs", "*.blk"))
+	return len(m)
 }

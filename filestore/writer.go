@@ -582,6 +582,9 @@ func (s *FileStore) removeSeq(seq uint64) bool {
 	}
 	e.live = false
 	b.live--
+	if b.live == 0 {
+		s.maybeEmpty = true
+	}
 	s.msgs--
 	s.bytes -= uint64(e.size)
 	ss := e.ss
@@ -729,13 +732,25 @@ func (s *FileStore) emitMarker(kind byte, seq uint64, aux int64) {
 // record of deletions in earlier blocks, so before it goes, its markers (and
 // a gap marker for its own range) are re-emitted into the active block.
 func (s *FileStore) collectEmpty() {
+	// Scanning every block on every batch made each batch cost O(blocks): a
+	// long-lived stream has thousands. Only a removal (or recovery) can empty
+	// a block; an empty block that cannot go yet (the active one, or one
+	// whose file does not exist yet) keeps the scan coming.
+	if !s.maybeEmpty {
+		return
+	}
+	s.maybeEmpty = false
 	var keep []*block
 	var gone []*block
 	for _, b := range s.blocks {
-		if b.live == 0 && b != s.act && !b.fresh {
-			gone = append(gone, b)
-		} else {
+		switch {
+		case b.live > 0:
 			keep = append(keep, b)
+		case b == s.act || b.fresh:
+			keep = append(keep, b)
+			s.maybeEmpty = true
+		default:
+			gone = append(gone, b)
 		}
 	}
 	if len(gone) == 0 {
