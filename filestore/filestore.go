@@ -63,19 +63,25 @@ type op struct {
 
 type subjState struct {
 	name  string
+	id    uint32 // the file store's number for it in ents (unused by the memory store)
 	msgs  uint64
 	first uint64 // hint: no live message of this subject is below it
 	last  uint64
 }
 
+// ent is one sequence's place in its block. A long stream holds tens of
+// millions, so ent has no pointers (the garbage collector never scans the
+// index) and packs into 24 bytes: the subject is a number into
+// FileStore.subjByID, and 0 means the sequence holds no live message.
 type ent struct {
 	off  uint32
 	slen uint32
 	ts   int64
-	ss   *subjState
+	sid  uint32
 	size uint32
-	live bool
 }
+
+func (e *ent) live() bool { return e.sid != 0 }
 
 type marker struct {
 	kind byte
@@ -120,6 +126,8 @@ type FileStore struct {
 	blocks   []*block
 	act      *block
 	subjects map[string]*subjState
+	subjByID []*subjState // by subjState.id; [0] is never used
+	freeIDs  []uint32     // ids of dropped subjects, for reuse
 	first    uint64
 	last     uint64
 	msgs     uint64
@@ -364,7 +372,7 @@ func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) {
 		return nil, ErrNotFound
 	}
 	e := &b.ents[seq-b.first]
-	if !e.live {
+	if !e.live() {
 		return nil, ErrNotFound
 	}
 	rec, err := s.readRec(b, e)
@@ -450,7 +458,7 @@ func (s *FileStore) LoadLastMsg(subj string) (*StoredMsg, error) {
 		seq = s.durable
 	}
 	for ; seq >= s.first && seq > 0; seq-- {
-		if e := s.entLocked(seq); e != nil && e.live && e.ss == ss {
+		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
 			return s.loadLocked(seq)
 		}
 	}
@@ -486,7 +494,7 @@ func (s *FileStore) LoadNextMsg(subj string, start uint64) (*StoredMsg, error) {
 		seq := max(start, b.first)
 		for ; seq < b.end() && seq <= s.durable; seq++ {
 			e := &b.ents[seq-b.first]
-			if e.live && (ss == nil || e.ss == ss) {
+			if e.live() && (ss == nil || e.sid == ss.id) {
 				return s.loadLocked(seq)
 			}
 		}

@@ -287,12 +287,12 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			if r.kind == kindMsg && !deleted(r.seq) {
 				ss := s.subjects[r.subj]
 				if ss == nil {
-					ss = &subjState{name: r.subj, first: r.seq}
-					s.subjects[r.subj] = ss
+					ss = s.newSubj(r.subj)
+					ss.first = r.seq
 				}
 				ss.msgs++
 				ss.last = r.seq
-				e.ss, e.size, e.live = ss, uint32(r.size), true
+				e.sid, e.size = ss.id, uint32(r.size)
 				b.live++
 				s.msgs++
 				s.bytes += r.size

@@ -439,8 +439,7 @@ func (s *FileStore) apply(o *op) {
 			return
 		}
 		if ss == nil {
-			ss = &subjState{name: o.subj}
-			s.subjects[o.subj] = ss
+			ss = s.newSubj(o.subj)
 		}
 		seq := s.last + 1
 		ts := time.Now().UnixNano()
@@ -452,7 +451,7 @@ func (s *FileStore) apply(o *op) {
 		patchRecord(o.rec, seq, ts)
 		b := s.blockFor(seq)
 		off, n := s.emit(o.rec)
-		b.ents = append(b.ents, ent{off: off, slen: n, ts: ts, ss: ss, size: uint32(o.size), live: true})
+		b.ents = append(b.ents, ent{off: off, slen: n, ts: ts, sid: ss.id, size: uint32(o.size)})
 		b.live++
 		s.last = seq
 		if s.msgs == 0 {
@@ -503,7 +502,7 @@ func (s *FileStore) apply(o *op) {
 			return
 		}
 		for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
-			if e := s.entLocked(seq); e != nil && e.live && e.ss == ss {
+			if e := s.entLocked(seq); e != nil && e.sid == ss.id {
 				s.removeSeq(seq)
 				s.emitMarker(kindTomb, seq, 0)
 				o.rseq++
@@ -518,7 +517,7 @@ func (s *FileStore) apply(o *op) {
 		floor := uint64(0)
 		for seq := s.first; seq <= s.last; seq++ {
 			e := s.entLocked(seq)
-			if e == nil || !e.live {
+			if e == nil || !e.live() {
 				continue
 			}
 			if e.ts > cutoff {
@@ -562,7 +561,7 @@ func (s *FileStore) enforce(ss *subjState) {
 
 func (s *FileStore) subjFirst(ss *subjState) uint64 {
 	for seq := max(ss.first, s.first); seq <= ss.last; seq++ {
-		if e := s.entLocked(seq); e != nil && e.live && e.ss == ss {
+		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
 			ss.first = seq
 			return seq
 		}
@@ -571,32 +570,57 @@ func (s *FileStore) subjFirst(ss *subjState) uint64 {
 }
 
 // removeSeq marks seq removed and fixes counters; it emits nothing.
+// newSubj starts tracking a subject, numbering it for ents; mu held.
+func (s *FileStore) newSubj(name string) *subjState {
+	ss := &subjState{name: name}
+	if n := len(s.freeIDs); n > 0 {
+		ss.id = s.freeIDs[n-1]
+		s.freeIDs = s.freeIDs[:n-1]
+		s.subjByID[ss.id] = ss
+	} else {
+		if len(s.subjByID) == 0 {
+			s.subjByID = append(s.subjByID, nil)
+		}
+		ss.id = uint32(len(s.subjByID))
+		s.subjByID = append(s.subjByID, ss)
+	}
+	s.subjects[name] = ss
+	return ss
+}
+
+// dropSubj forgets a subject with no messages left; no live ent refers to
+// its number any more, so the number can be reused. mu held.
+func (s *FileStore) dropSubj(ss *subjState) {
+	delete(s.subjects, ss.name)
+	s.subjByID[ss.id] = nil
+	s.freeIDs = append(s.freeIDs, ss.id)
+}
+
 func (s *FileStore) removeSeq(seq uint64) bool {
 	b := s.findBlock(seq)
 	if b == nil {
 		return false
 	}
 	e := &b.ents[seq-b.first]
-	if !e.live {
+	if !e.live() {
 		return false
 	}
-	e.live = false
+	ss := s.subjByID[e.sid]
+	e.sid = 0
 	b.live--
 	if b.live == 0 {
 		s.maybeEmpty = true
 	}
 	s.msgs--
 	s.bytes -= uint64(e.size)
-	ss := e.ss
-	e.ss = nil
 	ss.msgs--
 	if ss.msgs == 0 {
-		delete(s.subjects, ss.name)
+		s.dropSubj(ss)
 	} else if seq == ss.first {
 		ss.first = seq + 1
 	} else if seq == ss.last {
 		for p := seq - 1; p >= ss.first; p-- {
-			if pe := s.entLocked(p); pe != nil && pe.live && pe.ss == ss {
+			if pe := s.entLocked(p); pe != nil && pe.sid == ss.id {
 				ss.last = p
 				break
 			}
@@ -623,7 +647,7 @@ func (s *FileStore) advanceFirst() {
 			continue
 		}
 		for seq := max(s.first, b.first); seq < b.end(); seq++ {
-			if b.ents[seq-b.first].live {
+			if b.ents[seq-b.first].live() {
 				s.first = seq
 				return
 			}
@@ -643,7 +667,7 @@ func (s *FileStore) removeBelow(floor uint64) uint64 {
 			continue
 		}
 		for seq := b.first; seq < b.end() && seq < floor; seq++ {
-			if b.ents[seq-b.first].live {
+			if b.ents[seq-b.first].live() {
 				s.removeSeq(seq)
 				n++
 			}

@@ -1,0 +1,101 @@
+package filestore
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestFileMatchesMem drives the file store and the memory store with the
+// same random operations and requires the same answers from both, reopening
+// the file store now and then. Subjects come from a small pool and are
+// emptied and reused all the time, which exercises the file store's subject
+// numbering (an ent names its subject by a number that is reused once the
+// subject has no messages left).
+func TestFileMatchesMem(t *testing.T) {
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewSource(seed))
+	t.Logf("seed %d", seed)
+	lim := Limits{MaxMsgsPerSubject: 6}
+	dir := t.TempDir()
+	cfg := fileCfg(dir, lim)
+	fs, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { fs.Stop() }()
+	ms := NewMemStore(lim)
+	defer ms.Stop()
+	subj := func() string { return fmt.Sprintf("s.%d", rng.Intn(12)) }
+	same := func(step int, what string, a, b any) {
+		t.Helper()
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("step %d, %s:\nfile %+v\nmem  %+v", step, what, a, b)
+		}
+	}
+	type res struct {
+		M   *StoredMsg
+		Err error
+	}
+	load := func(m *StoredMsg, err error) res {
+		if m != nil {
+			m.TS = 0 // each store stamps its own time
+		}
+		return res{m, err}
+	}
+	for step := 0; step < 3000; step++ {
+		switch op := rng.Intn(100); {
+		case op < 55:
+			s, data := subj(), []byte(fmt.Sprintf("%d-%0*d", step, rng.Intn(200), 0))
+			a, _, errA := fs.StoreMsg(s, nil, data)
+			b, _, errB := ms.StoreMsg(s, nil, data)
+			same(step, "store", res{nil, errA}, res{nil, errB})
+			same(step, "store seq", a, b)
+		case op < 70:
+			seq := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
+			a, errA := fs.RemoveMsg(seq)
+			b, errB := ms.RemoveMsg(seq)
+			same(step, fmt.Sprintf("remove %d", seq), []any{a, errA}, []any{b, errB})
+		case op < 73:
+			s := subj()
+			a, errA := fs.PurgeSubject(s)
+			b, errB := ms.PurgeSubject(s)
+			same(step, "purge "+s, []any{a, errA}, []any{b, errB})
+		case op < 74:
+			a, errA := fs.Purge()
+			b, errB := ms.Purge()
+			same(step, "purge", []any{a, errA}, []any{b, errB})
+		case op < 76:
+			st := fs.FastState()
+			seq := st.FirstSeq + uint64(rng.Int63n(int64(st.LastSeq-st.FirstSeq)+2))
+			a, errA := fs.Compact(seq)
+			b, errB := ms.Compact(seq)
+			same(step, fmt.Sprintf("compact %d", seq), []any{a, errA}, []any{b, errB})
+		case op < 84:
+			s := subj()
+			same(step, "last "+s, load(fs.LoadLastMsg(s)), load(ms.LoadLastMsg(s)))
+		case op < 92:
+			s := subj()
+			if rng.Intn(4) == 0 {
+				s = ""
+			}
+			start := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
+			same(step, fmt.Sprintf("next %q %d", s, start), load(fs.LoadNextMsg(s, start)), load(ms.LoadNextMsg(s, start)))
+		case op < 97:
+			seq := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
+			same(step, fmt.Sprintf("load %d", seq), load(fs.LoadMsg(seq)), load(ms.LoadMsg(seq)))
+		default:
+			if err := fs.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if fs, err = Open(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, b := fs.State(), ms.State()
+		a.FirstTS, a.LastTS, b.FirstTS, b.LastTS = 0, 0, 0, 0
+		same(step, "state", a, b)
+	}
+}
