@@ -569,7 +569,6 @@ func (s *FileStore) subjFirst(ss *subjState) uint64 {
 	return 0
 }
 
-// removeSeq marks seq removed and fixes counters; it emits nothing.
 // newSubj starts tracking a subject, numbering it for ents; mu held.
 func (s *FileStore) newSubj(name string) *subjState {
 	ss := &subjState{name: name}
@@ -596,6 +595,7 @@ func (s *FileStore) dropSubj(ss *subjState) {
 	s.freeIDs = append(s.freeIDs, ss.id)
 }
 
+// removeSeq marks seq removed and fixes counters; it emits nothing.
 func (s *FileStore) removeSeq(seq uint64) bool {
 	b := s.findBlock(seq)
 	if b == nil {
@@ -756,10 +756,10 @@ func (s *FileStore) emitMarker(kind byte, seq uint64, aux int64) {
 // record of deletions in earlier blocks, so before it goes, its markers (and
 // a gap marker for its own range) are re-emitted into the active block.
 func (s *FileStore) collectEmpty() {
-	// Scanning every block on every batch made each batch cost O(blocks): a
-	// long-lived stream has thousands. Only a removal (or recovery) can empty
-	// a block; an empty block that cannot go yet (the active one, or one
-	// whose file does not exist yet) keeps the scan coming.
+	// A long-lived stream has thousands of blocks: scanning them on every
+	// batch would make each append O(blocks). Only a removal (or recovery)
+	// can empty a block; an empty block that cannot go yet (the active one,
+	// or one whose file does not exist yet) keeps the scan coming.
 	if !s.maybeEmpty {
 		return
 	}
