@@ -123,7 +123,9 @@ func BenchmarkAppendManyBlocks(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			s.mu.RLock()
 			b.ReportMetric(float64(len(s.blocks)), "blocks")
+			s.mu.RUnlock()
 		})
 	}
 }
