@@ -764,21 +764,26 @@ func (s *FileStore) collectEmpty() {
 		return
 	}
 	s.maybeEmpty = false
-	var keep []*block
 	var gone []*block
 	for _, b := range s.blocks {
 		switch {
 		case b.live > 0:
-			keep = append(keep, b)
 		case b == s.act || b.fresh:
-			keep = append(keep, b)
 			s.maybeEmpty = true
 		default:
 			gone = append(gone, b)
 		}
 	}
 	if len(gone) == 0 {
+		// The common case while the active block is empty (a work queue
+		// whose messages are removed as fast as they come): no allocation.
 		return
+	}
+	keep := make([]*block, 0, len(s.blocks)-len(gone))
+	for _, b := range s.blocks {
+		if b.live > 0 || b == s.act || b.fresh {
+			keep = append(keep, b)
+		}
 	}
 	s.blocks = keep
 	earliest := s.act.first
