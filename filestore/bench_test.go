@@ -129,3 +129,38 @@ func BenchmarkAppendManyBlocks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadNextFiltered walks a store the way a filtered consumer does
+// (each load starts after the previous hit), for a subject and for a
+// wildcard filter that select the same tenth of the messages.
+func BenchmarkLoadNextFiltered(b *testing.B) {
+	const n = 100000
+	s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop()
+	payload := make([]byte, 128)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		s.StoreAsync(fmt.Sprintf("bench.%d.x", i%10), nil, payload, func(uint64, int64, error) { wg.Done() })
+	}
+	wg.Wait()
+	for _, filter := range []string{"bench.3.x", "*.3.*"} {
+		b.Run(filter, func(b *testing.B) {
+			seq := uint64(1)
+			for i := 0; i < b.N; i++ {
+				m, err := s.LoadNextMsg(filter, seq)
+				if err == ErrEOF {
+					seq = 1
+					continue
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				seq = m.Seq + 1
+			}
+		})
+	}
+}

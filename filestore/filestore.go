@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/natsd/natsd/sublist"
 )
 
 // Config configures a FileStore.
@@ -446,23 +448,42 @@ func (s *FileStore) sealedRaw(b *block) ([]byte, error) {
 	return raw, nil
 }
 
-func (s *FileStore) LoadLastMsg(subj string) (*StoredMsg, error) {
+func (s *FileStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	ss := s.subjects[subj]
-	if ss == nil || ss.msgs == 0 {
-		return nil, ErrNotFound
-	}
-	seq := ss.last
-	if seq > s.durable {
-		seq = s.durable
-	}
-	for ; seq >= s.first && seq > 0; seq-- {
-		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
-			return s.loadLocked(seq)
+	var seq uint64
+	switch {
+	case matchesAll(filter):
+		for seq = min(s.last, s.durable); seq >= s.first && seq > 0; seq-- {
+			if e := s.entLocked(seq); e != nil && e.live() {
+				break
+			}
+		}
+	case sublist.IsWildcard(filter):
+		for name, ss := range s.subjects {
+			if sublist.MatchFilter(name, filter) {
+				seq = max(seq, s.lastOfLocked(ss))
+			}
+		}
+	default:
+		if ss := s.subjects[filter]; ss != nil {
+			seq = s.lastOfLocked(ss)
 		}
 	}
-	return nil, ErrNotFound
+	if seq == 0 || seq < s.first {
+		return nil, ErrNotFound
+	}
+	return s.loadLocked(seq)
+}
+
+// lastOfLocked is the newest acknowledged message of subject ss, 0 if none.
+func (s *FileStore) lastOfLocked(ss *subjState) uint64 {
+	for seq := min(ss.last, s.durable); seq >= max(s.first, ss.first) && seq > 0; seq-- {
+		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
+			return seq
+		}
+	}
+	return 0
 }
 
 func (s *FileStore) entLocked(seq uint64) *ent {
@@ -473,15 +494,20 @@ func (s *FileStore) entLocked(seq uint64) *ent {
 	return &b.ents[seq-b.first]
 }
 
-func (s *FileStore) LoadNextMsg(subj string, start uint64) (*StoredMsg, error) {
+func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if start < s.first {
 		start = s.first
 	}
 	var ss *subjState
-	if subj != "" {
-		if ss = s.subjects[subj]; ss == nil || ss.msgs == 0 {
+	wild := false
+	switch {
+	case matchesAll(filter):
+	case sublist.IsWildcard(filter):
+		wild = true
+	default:
+		if ss = s.subjects[filter]; ss == nil || ss.msgs == 0 {
 			return nil, ErrEOF
 		}
 		if start < ss.first {
@@ -494,9 +520,13 @@ func (s *FileStore) LoadNextMsg(subj string, start uint64) (*StoredMsg, error) {
 		seq := max(start, b.first)
 		for ; seq < b.end() && seq <= s.durable; seq++ {
 			e := &b.ents[seq-b.first]
-			if e.live() && (ss == nil || e.sid == ss.id) {
-				return s.loadLocked(seq)
+			if !e.live() || (ss != nil && e.sid != ss.id) {
+				continue
 			}
+			if wild && !sublist.MatchFilter(s.subjByID[e.sid].name, filter) {
+				continue
+			}
+			return s.loadLocked(seq)
 		}
 	}
 	return nil, ErrEOF

@@ -3,6 +3,8 @@ package filestore
 import (
 	"sync"
 	"time"
+
+	"github.com/natsd/natsd/sublist"
 )
 
 // MemStore is the in-memory Store (storage: memory). Nothing is persisted,
@@ -192,29 +194,50 @@ func copyMsg(m *StoredMsg) *StoredMsg {
 	return &c
 }
 
-func (ms *MemStore) LoadLastMsg(subj string) (*StoredMsg, error) {
+func (ms *MemStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()
-	ss := ms.subjects[subj]
-	if ss == nil {
+	var seq uint64
+	switch {
+	case matchesAll(filter):
+		for seq = ms.last; seq >= ms.first && seq > 0 && ms.msgs[seq] == nil; seq-- {
+		}
+	case sublist.IsWildcard(filter):
+		for name, ss := range ms.subjects {
+			if sublist.MatchFilter(name, filter) {
+				seq = max(seq, ss.last)
+			}
+		}
+	default:
+		if ss := ms.subjects[filter]; ss != nil {
+			seq = ss.last
+		}
+	}
+	m := ms.msgs[seq]
+	if m == nil {
 		return nil, ErrNotFound
 	}
-	return copyMsg(&ms.msgs[ss.last].m), nil
+	return copyMsg(&m.m), nil
 }
 
-func (ms *MemStore) LoadNextMsg(subj string, start uint64) (*StoredMsg, error) {
+func (ms *MemStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error) {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()
 	start = max(start, ms.first)
-	if subj != "" {
-		ss := ms.subjects[subj]
+	all, wild := matchesAll(filter), sublist.IsWildcard(filter)
+	if !all && !wild {
+		ss := ms.subjects[filter]
 		if ss == nil {
 			return nil, ErrEOF
 		}
 		start = max(start, ss.first)
 	}
 	for seq := start; seq <= ms.last; seq++ {
-		if m := ms.msgs[seq]; m != nil && (subj == "" || m.m.Subject == subj) {
+		m := ms.msgs[seq]
+		if m == nil {
+			continue
+		}
+		if all || (wild && sublist.MatchFilter(m.m.Subject, filter)) || m.m.Subject == filter {
 			return copyMsg(&m.m), nil
 		}
 	}
@@ -238,18 +261,29 @@ func (ms *MemStore) Purge() (uint64, error) {
 	return n, nil
 }
 
-func (ms *MemStore) PurgeSubject(subj string) (uint64, error) {
+func (ms *MemStore) PurgeSubject(filter string) (uint64, error) {
+	if matchesAll(filter) {
+		return ms.Purge()
+	}
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	ss := ms.subjects[subj]
-	if ss == nil {
-		return 0, nil
+	var match []*subjState
+	if sublist.IsWildcard(filter) {
+		for name, ss := range ms.subjects {
+			if sublist.MatchFilter(name, filter) {
+				match = append(match, ss)
+			}
+		}
+	} else if ss := ms.subjects[filter]; ss != nil {
+		match = append(match, ss)
 	}
 	var n uint64
-	for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
-		if m := ms.msgs[seq]; m != nil && m.m.Subject == subj {
-			ms.remove(seq)
-			n++
+	for _, ss := range match {
+		for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
+			if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
+				ms.remove(seq)
+				n++
+			}
 		}
 	}
 	return n, nil

@@ -22,15 +22,19 @@ type Store interface {
 	// SkipMsgs consumes n sequence numbers without storing messages.
 	SkipMsgs(n uint64) (first uint64, err error)
 	LoadMsg(seq uint64) (*StoredMsg, error)
-	// LoadLastMsg returns the newest message with exactly this subject.
-	LoadLastMsg(subj string) (*StoredMsg, error)
-	// LoadNextMsg returns the first message with seq >= start whose subject is
-	// subj ("" matches all).
-	LoadNextMsg(subj string, start uint64) (*StoredMsg, error)
+	// Filters below are subjects with NATS wildcards ("orders.*",
+	// "orders.>"); "" and ">" match every message, as in nats-server.
+
+	// LoadLastMsg returns the newest message whose subject matches filter.
+	LoadLastMsg(filter string) (*StoredMsg, error)
+	// LoadNextMsg returns the first message with seq >= start whose subject
+	// matches filter.
+	LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 	RemoveMsg(seq uint64) (bool, error)
 	// Purge removes every message; sequence numbers continue.
 	Purge() (uint64, error)
-	PurgeSubject(subj string) (uint64, error)
+	// PurgeSubject removes every message whose subject matches filter.
+	PurgeSubject(filter string) (uint64, error)
 	// Compact removes every message below seq.
 	Compact(seq uint64) (uint64, error)
 	// State is the full state including per-subject counts; FastState skips
@@ -111,6 +115,9 @@ var (
 	ErrBadSubject     = errors.New("filestore: invalid subject")
 	ErrFailed         = errors.New("filestore: store failed after a write error")
 )
+
+// matchesAll reports whether a filter selects every message.
+func matchesAll(filter string) bool { return filter == "" || filter == ">" }
 
 // storedSize is the byte cost a message counts against MaxBytes; it mirrors
 // the on-disk record so that limits track disk use.

@@ -150,6 +150,87 @@ func TestStoreBasics(t *testing.T) {
 	})
 }
 
+// TestWildcardFilters pins what the filtered calls return, with the
+// nats-server rules: "*" is one token, a final ">" one or more, and "" or
+// ">" selects everything.
+func TestWildcardFilters(t *testing.T) {
+	subjects := []string{"orders.eu.new", "orders.us.new", "orders.eu.shipped", "audit", "orders.eu.new.x", "orders.us.shipped"}
+	forEach(t, func(t *testing.T, k storeKind) {
+		dir := t.TempDir()
+		s := k.open(t, dir, Limits{})
+		for i := 0; i < 24; i++ { // seq i+1 has subjects[i%6]
+			mustStore(t, s, subjects[i%len(subjects)], fmt.Sprint(i+1))
+		}
+		check := func(s Store) {
+			t.Helper()
+			for _, c := range []struct {
+				filter     string
+				start      uint64
+				next, last uint64 // 0: none
+			}{
+				{"orders.*.new", 1, 1, 20},
+				{"orders.*.new", 3, 7, 20},
+				{"orders.eu.*", 4, 7, 21},
+				{"orders.>", 4, 5, 24},
+				{"*.*.shipped", 4, 6, 24},
+				{"*", 1, 4, 22},
+				{"*", 23, 0, 22},
+				{">", 10, 10, 24},
+				{"", 10, 10, 24},
+				{"orders.*", 1, 0, 0},
+				{"orders.eu.new.>", 1, 5, 23},
+				{"billing.>", 1, 0, 0},
+				{"audit", 5, 10, 22},
+			} {
+				m, err := s.LoadNextMsg(c.filter, c.start)
+				if c.next == 0 {
+					if err != ErrEOF {
+						t.Errorf("next %q from %d: %+v %v, want EOF", c.filter, c.start, m, err)
+					}
+				} else if err != nil || m.Seq != c.next || m.Subject != subjects[(c.next-1)%6] {
+					t.Errorf("next %q from %d: %+v %v, want %d", c.filter, c.start, m, err, c.next)
+				}
+				m, err = s.LoadLastMsg(c.filter)
+				if c.last == 0 {
+					if err != ErrNotFound {
+						t.Errorf("last %q: %+v %v, want not found", c.filter, m, err)
+					}
+				} else if err != nil || m.Seq != c.last {
+					t.Errorf("last %q: %+v %v, want %d", c.filter, m, err, c.last)
+				}
+			}
+		}
+		check(s)
+		if n, err := s.PurgeSubject("orders.*.new"); n != 8 || err != nil {
+			t.Fatalf("purge orders.*.new: %d %v", n, err)
+		}
+		if n, _ := s.PurgeSubject("orders.*"); n != 0 {
+			t.Fatalf("purge orders.*: %d", n)
+		}
+		st := s.State()
+		if st.Msgs != 16 || st.Subjects["orders.eu.new"] != 0 || st.Subjects["orders.us.new"] != 0 || st.Subjects["orders.eu.new.x"] != 4 {
+			t.Fatalf("after purge: %+v", st)
+		}
+		if k.name != "mem" {
+			s.Stop()
+			s = k.open(t, dir, Limits{})
+		}
+		if m, err := s.LoadNextMsg("orders.*.new", 1); err != ErrEOF {
+			t.Fatalf("purged messages found after reopen: %+v %v", m, err)
+		}
+		if m, err := s.LoadLastMsg("orders.>"); err != nil || m.Seq != 24 {
+			t.Fatalf("last orders.> after purge: %+v %v", m, err)
+		}
+		if n, _ := s.PurgeSubject(">"); n != 16 {
+			t.Fatalf("purge >: %d", n)
+		}
+		if st := s.State(); st.Msgs != 0 || st.FirstSeq != 25 {
+			t.Fatalf("after purge >: %+v", st)
+		}
+		s.Stop()
+	})
+}
+
 func TestStoreAsyncCallback(t *testing.T) {
 	forEach(t, func(t *testing.T, k storeKind) {
 		s := k.open(t, t.TempDir(), Limits{})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/s2"
+
+	"github.com/natsd/natsd/sublist"
 )
 
 // One writer goroutine applies every mutation. With SyncInterval 0 it
@@ -497,15 +499,22 @@ func (s *FileStore) apply(o *op) {
 		}
 		o.rseq = s.removeBelow(o.n)
 	case opPurgeSubj:
-		ss := s.subjects[o.subj]
-		if ss == nil {
-			return
-		}
-		for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
-			if e := s.entLocked(seq); e != nil && e.sid == ss.id {
-				s.removeSeq(seq)
-				s.emitMarker(kindTomb, seq, 0)
-				o.rseq++
+		switch {
+		case matchesAll(o.subj):
+			o.rseq = s.removeBelow(s.last + 1)
+		case sublist.IsWildcard(o.subj):
+			var match []*subjState
+			for name, ss := range s.subjects {
+				if sublist.MatchFilter(name, o.subj) {
+					match = append(match, ss)
+				}
+			}
+			for _, ss := range match {
+				o.rseq += s.purgeSubj(ss)
+			}
+		default:
+			if ss := s.subjects[o.subj]; ss != nil {
+				o.rseq = s.purgeSubj(ss)
 			}
 		}
 	case opExpire:
@@ -529,6 +538,19 @@ func (s *FileStore) apply(o *op) {
 			s.removeBelow(floor)
 		}
 	}
+}
+
+// purgeSubj removes every message of ss, one tombstone each.
+func (s *FileStore) purgeSubj(ss *subjState) uint64 {
+	var n uint64
+	for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
+		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
+			s.removeSeq(seq)
+			s.emitMarker(kindTomb, seq, 0)
+			n++
+		}
+	}
+	return n
 }
 
 // enforce applies discard-old limits after a store of subject ss.
