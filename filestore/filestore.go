@@ -32,11 +32,21 @@ type Config struct {
 	EncryptionKey []byte
 	Cipher        string
 	Limits        Limits
+	// MaxPending bounds the bytes of records StoreAsync may queue ahead of
+	// the writer (default 64MB; negative: no bound). Past it StoreAsync fails
+	// at once with ErrBusy, so a publisher faster than the disk is refused
+	// (nats-server answers 429 when a stream's ingest queue is full) instead
+	// of growing the queue until memory runs out. StoreMsg is not refused:
+	// each blocked caller holds one record.
+	MaxPending int64
 	// Logf receives recovery and corruption reports (default log.Printf).
 	Logf func(format string, args ...any)
 }
 
-const defaultBlockSize = 8 << 20
+const (
+	defaultBlockSize  = 8 << 20
+	defaultMaxPending = 64 << 20
+)
 
 type opKind uint8
 
@@ -143,6 +153,7 @@ type FileStore struct {
 
 	qmu    sync.Mutex
 	queue  []*op
+	queued int64   // record bytes in queue
 	free   [][]*op // op slices handed back after acknowledgement
 	closed bool
 	wake   chan struct{}
@@ -190,6 +201,9 @@ func Open(cfg Config) (*FileStore, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = defaultMaxPending
+	}
 	cry, err := newCryptor(cfg.EncryptionKey, cfg.Cipher)
 	if err != nil {
 		return nil, err
@@ -223,7 +237,7 @@ func Open(cfg Config) (*FileStore, error) {
 	}
 	go s.writer()
 	if cfg.Limits.MaxAge > 0 {
-		s.enqueue(&op{kind: opExpire})
+		s.enqueue(&op{kind: opExpire}, false)
 	}
 	return s, nil
 }
@@ -244,8 +258,11 @@ func (s *FileStore) StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64,
 		}
 		return
 	}
-	s.enqueue(&op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
-		size: storedSize(subj, hdr, msg), cb: cb})
+	o := &op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
+		size: storedSize(subj, hdr, msg), cb: cb}
+	if !s.enqueue(o, true) && cb != nil {
+		cb(0, 0, ErrBusy)
+	}
 }
 
 func checkMsg(l *Limits, subj string, hdr, msg []byte) error {
@@ -269,7 +286,7 @@ var resPool = sync.Pool{New: func() any { return make(chan result, 1) }}
 func (s *FileStore) wait(o *op) (uint64, int64, error) {
 	ch := resPool.Get().(chan result)
 	o.cb = func(seq uint64, ts int64, err error) { ch <- result{seq, ts, err} }
-	s.enqueue(o)
+	s.enqueue(o, false)
 	r := <-ch
 	resPool.Put(ch)
 	return r.seq, r.ts, r.err
@@ -314,21 +331,30 @@ func (s *FileStore) Compact(seq uint64) (uint64, error) {
 	return n, err
 }
 
-func (s *FileStore) enqueue(o *op) {
+// enqueue queues o for the writer. With bounded (StoreAsync) it refuses o,
+// and reports false, when o would take the queue past MaxPending; a record
+// is always taken into an empty queue, however large.
+func (s *FileStore) enqueue(o *op, bounded bool) bool {
 	s.qmu.Lock()
 	if s.closed {
 		s.qmu.Unlock()
 		if o.cb != nil {
 			o.cb(0, 0, ErrClosed)
 		}
-		return
+		return true
+	}
+	if lim := s.cfg.MaxPending; bounded && lim > 0 && s.queued > 0 && s.queued+int64(len(o.rec)) > lim {
+		s.qmu.Unlock()
+		return false
 	}
 	s.queue = append(s.queue, o)
+	s.queued += int64(len(o.rec))
 	n := len(s.queue)
 	s.qmu.Unlock()
 	if n == 1 {
 		s.poke()
 	}
+	return true
 }
 
 // Stop drains pending writes, syncs, writes the index and closes files.

@@ -114,6 +114,7 @@ var (
 	ErrCorrupt        = errors.New("filestore: record checksum failed")
 	ErrBadSubject     = errors.New("filestore: invalid subject")
 	ErrFailed         = errors.New("filestore: store failed after a write error")
+	ErrBusy           = errors.New("filestore: too many pending writes")
 )
 
 // matchesAll reports whether a filter selects every message.

@@ -622,3 +622,119 @@ func numBlockFiles(dir string) int {
 	m, _ := filepath.Glob(filepath.Join(dir, "msgs", "*.blk"))
 	return len(m)
 }
+
+// gateFS is the OS file system with a gate in front of Datasync: while the
+// gate is shut, a Datasync reports on entered and waits for it to open.
+type gateFS struct {
+	OSFS
+	mu      sync.Mutex
+	shut    chan struct{} // nil: open
+	entered chan struct{}
+}
+
+type gateFile struct {
+	File
+	g *gateFS
+}
+
+func (g *gateFS) OpenFile(name string, create bool) (File, error) {
+	f, err := g.OSFS.OpenFile(name, create)
+	if err != nil {
+		return nil, err
+	}
+	return gateFile{f, g}, nil
+}
+
+func (g *gateFS) close() {
+	g.mu.Lock()
+	g.shut = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gateFS) open() {
+	g.mu.Lock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
+	g.mu.Unlock()
+}
+
+func (f gateFile) Datasync() error {
+	f.g.mu.Lock()
+	shut := f.g.shut
+	f.g.mu.Unlock()
+	if shut != nil {
+		f.g.entered <- struct{}{}
+		<-shut
+	}
+	return f.File.Datasync()
+}
+
+// TestStoreAsyncBusy holds the writer inside an fsync and checks that
+// StoreAsync refuses records, at once and with ErrBusy, once MaxPending
+// bytes are queued behind it; that everything it took is stored in order
+// when the disk comes back; and that it takes records again after that.
+func TestStoreAsyncBusy(t *testing.T) {
+	g := &gateFS{entered: make(chan struct{}, 1)}
+	const limit = 64 << 10
+	cfg := fileCfg(t.TempDir(), Limits{})
+	cfg.FS, cfg.MaxPending, cfg.BlockSize = g, limit, 8<<20
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	defer g.open() // before Stop, or a failure would leave the writer stuck
+	mustStore(t, s, "busy", "first")
+	g.close()
+	type ack struct {
+		seq uint64
+		err error
+	}
+	acks := make(chan ack, 2000) // room for every callback, so a failing test still stops
+	cb := func(seq uint64, _ int64, err error) { acks <- ack{seq, err} }
+	s.StoreAsync("busy", nil, []byte("held in fsync"), cb)
+	<-g.entered // the writer is now stuck in that record's fsync
+	payload := make([]byte, 1000)
+	accepted, refused := 0, false
+	for i := 0; i < 1000 && !refused; i++ {
+		var got *ack
+		s.StoreAsync("busy", nil, payload, func(seq uint64, _ int64, err error) {
+			if err == ErrBusy {
+				got = &ack{seq, err} // called before StoreAsync returns
+				return
+			}
+			acks <- ack{seq, err}
+		})
+		if got != nil {
+			refused = true
+		} else {
+			accepted++
+		}
+	}
+	if !refused {
+		t.Fatal("StoreAsync never refused a record while the writer was stuck")
+	}
+	rec := int(storedSize("busy", nil, payload))
+	if accepted < limit/rec-1 || accepted > limit/rec+1 {
+		t.Fatalf("accepted %d records of %d bytes against a %d byte limit", accepted, rec, limit)
+	}
+	g.open()
+	for i := 0; i < accepted+1; i++ {
+		a := <-acks
+		if a.err != nil || a.seq != uint64(i+2) {
+			t.Fatalf("ack %d: seq %d err %v", i, a.seq, a.err)
+		}
+	}
+	if seq := mustStore(t, s, "busy", "after"); seq != uint64(accepted+3) {
+		t.Fatalf("seq after the stall: %d", seq)
+	}
+	s.StoreAsync("busy", nil, payload, cb)
+	if a := <-acks; a.err != nil {
+		t.Fatalf("StoreAsync after the stall: %v", a.err)
+	}
+	if st := s.State(); st.Msgs != uint64(accepted+4) {
+		t.Fatalf("%d messages stored, want %d", st.Msgs, accepted+4)
+	}
+}

@@ -98,7 +98,7 @@ func (s *FileStore) drain() bool {
 		s.qmu.Lock()
 		ops, closing := s.queue, s.closed
 		if len(ops) > 0 {
-			s.queue = nil
+			s.queue, s.queued = nil, 0
 			if n := len(s.free); n > 0 {
 				s.queue = s.free[n-1]
 				s.free = s.free[:n-1]
@@ -847,7 +847,7 @@ func (s *FileStore) armExpiry() {
 		d = time.Millisecond
 	}
 	if s.timer == nil {
-		s.timer = time.AfterFunc(d, func() { s.enqueue(&op{kind: opExpire}) })
+		s.timer = time.AfterFunc(d, func() { s.enqueue(&op{kind: opExpire}, false) })
 	} else {
 		s.timer.Reset(d)
 	}
