@@ -113,14 +113,21 @@ func New(cfg Config) *Engine {
 	if cfg.Reactors <= 0 {
 		cfg.Reactors = DefaultReactors
 	}
-	return &Engine{
+	e := &Engine{
 		cfg:      cfg,
 		subs:     sublist.New[*sub](),
 		done:     make(chan struct{}),
 		reactors: make(map[any]*reactor),
 		stopTick: make(chan struct{}),
 	}
+	// nats-server's own internal clients take IDs 1-4 (one more per
+	// configured account, which natsd does not have yet), so its first
+	// connection is client 5; clients and tools see the same numbers here.
+	e.cid.Store(firstCID - 1)
+	return e
 }
+
+const firstCID = 5
 
 // Start listens and returns once the engine accepts connections.
 func (e *Engine) Start() error {
