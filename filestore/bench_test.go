@@ -54,6 +54,56 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendAsync is the JetStream publishing pattern: each publisher
+// keeps up to window records in flight with StoreAsync (nats.go's
+// PublishAsync keeps thousands), so a commit is not limited to one record
+// per publisher as it is in BenchmarkAppend.
+func BenchmarkAppendAsync(b *testing.B) {
+	payload := make([]byte, 128)
+	for _, mode := range []string{"sync", "nosync"} {
+		for _, pw := range [][2]int{{1, 256}, {16, 64}, {16, 1024}} {
+			pubs, window := pw[0], pw[1]
+			b.Run(fmt.Sprintf("%s/pubs=%d/window=%d", mode, pubs, window), func(b *testing.B) {
+				cfg := Config{Dir: b.TempDir(), Logf: quietLog}
+				if mode == "nosync" {
+					cfg.SyncInterval = -1
+				}
+				s, err := Open(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Stop()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for p := 0; p < pubs; p++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						slots := make(chan struct{}, window)
+						var inflight sync.WaitGroup
+						for next.Add(1) <= int64(b.N) {
+							slots <- struct{}{}
+							inflight.Add(1)
+							s.StoreAsync("bench.async", nil, payload, func(_ uint64, _ int64, err error) {
+								if err != nil {
+									b.Error(err)
+								}
+								<-slots
+								inflight.Done()
+							})
+						}
+						inflight.Wait()
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+			})
+		}
+	}
+}
+
 func benchReadStore(b *testing.B, n int) *FileStore {
 	s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog})
 	if err != nil {
