@@ -78,6 +78,9 @@ func TestCrashKill(t *testing.T) {
 	if testing.Short() {
 		rounds = 8
 	}
+	if n, err := strconv.Atoi(os.Getenv("FILESTORE_CRASH_ROUNDS")); err == nil && n > 0 {
+		rounds = n // a soak: FILESTORE_CRASH_ROUNDS=300 go test -run TestCrashKill ./filestore/
+	}
 	for round := 0; round < rounds; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+dir, fmt.Sprintf("%s_ROUND=%d", crashEnv, round))
