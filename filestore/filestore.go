@@ -110,6 +110,7 @@ type block struct {
 	f       File
 	fresh   bool // file not created yet
 	sealed  bool
+	limit   int64 // the block rolls once its size reaches this (see firstBlockSize)
 	markers []marker
 }
 
@@ -165,6 +166,7 @@ type FileStore struct {
 
 	// zero-filled files for new blocks, made ahead by spareMaker
 	spares    chan spare
+	spareReq  chan int64 // room of the block a spare is wanted for
 	spareStop chan struct{}
 	spareDone chan struct{}
 
@@ -181,6 +183,8 @@ type FileStore struct {
 	dead       []*block
 	floor      uint64 // floor marker to emit at the end of the batch
 	maybeEmpty bool   // a block may have emptied since collectEmpty last looked
+	spareAsked bool   // a spare has been asked for and not yet used
+	lastLimit  int64  // room of the newest block
 	dirty      bool
 	armed      bool
 	indexStale bool
@@ -227,9 +231,13 @@ func Open(cfg Config) (*FileStore, error) {
 		return nil, err
 	}
 	s.spares = make(chan spare)
+	s.spareReq = make(chan int64, 1)
 	s.spareStop = make(chan struct{})
 	s.spareDone = make(chan struct{})
 	go s.spareMaker()
+	if b := s.act; b == nil || b.size >= b.limit/4 {
+		s.askSpare(s.nextLimit(s.lastLimit))
+	}
 	if s.grouped() {
 		s.fin = make(chan *commit, 64)
 		s.fdone = make(chan struct{})

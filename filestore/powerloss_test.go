@@ -328,9 +328,20 @@ func plWriters(wg *sync.WaitGroup, stop <-chan struct{}, s *FileStore, n int, pr
 	}
 }
 
+// growBlocks makes a store's blocks start at n bytes and double from there
+// (see firstBlockSize) for the rest of the test.
+func growBlocks(t *testing.T, n int64) {
+	old := firstBlockSize
+	firstBlockSize = n
+	t.Cleanup(func() { firstBlockSize = old })
+}
+
 func TestPowerLoss(t *testing.T) {
 	for _, variant := range []string{"plain", "s2-chacha"} {
 		t.Run(variant, func(t *testing.T) {
+			if variant == "plain" {
+				growBlocks(t, 1<<10) // blocks of 1, 2, 4 and then 8 KB
+			}
 			rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 			fsys := newPLFS()
 			cfg := Config{Dir: "/store", FS: fsys, BlockSize: 8 << 10, Logf: quietLog}
@@ -452,6 +463,9 @@ func TestPowerLossPeriodic(t *testing.T) {
 func TestPowerLossInFlight(t *testing.T) {
 	for _, variant := range []string{"plain", "s2-chacha"} {
 		t.Run(variant, func(t *testing.T) {
+			if variant != "plain" {
+				growBlocks(t, 1<<10) // blocks of 1, 2 and then 4 KB
+			}
 			rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 			fsys := newPLFS()
 			cfg := Config{Dir: "/store", FS: fsys, BlockSize: 4 << 10, Logf: quietLog}

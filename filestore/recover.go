@@ -157,8 +157,19 @@ func (s *FileStore) recover() error {
 		}
 		lds = append(lds, ld)
 		s.nextID = id
+		s.lastLimit = ld.b.limit
 	}
 	return s.rebuild(lds, ix)
+}
+
+// recoveredLimit is the room of a block found on disk with a file of size
+// bytes: what it was preallocated for (preallocFor), as blocks grow one by
+// one. Without fsync files are not preallocated, so nothing can be told.
+func (s *FileStore) recoveredLimit(size int64) int64 {
+	if s.cfg.SyncInterval < 0 {
+		return s.cfg.BlockSize
+	}
+	return min(s.cfg.BlockSize, max(s.firstLimit(), size*8/9))
 }
 
 func (s *FileStore) loadSealed(ld *loaded, hasPlain bool) bool {
@@ -168,7 +179,7 @@ func (s *FileStore) loadSealed(ld *loaded, hasPlain bool) bool {
 		data, rerr := readAll(f)
 		if rerr == nil {
 			if raw, uerr := s.unseal(data); uerr == nil {
-				ld.b.f, ld.b.sealed, ld.b.size = f, true, int64(len(raw))
+				ld.b.f, ld.b.sealed, ld.b.size, ld.b.limit = f, true, int64(len(raw)), s.cfg.BlockSize
 				ld.res = scanBlock(raw, nil)
 				if hasPlain {
 					// The crash came between the rename and removing the old file.
@@ -186,7 +197,7 @@ func (s *FileStore) loadSealed(ld *loaded, hasPlain bool) bool {
 	s.lost.CorruptSpans++
 	s.logf("filestore: %s: compressed block %d is damaged; all its messages are lost", s.cfg.Dir, id)
 	if f != nil {
-		ld.b.f, ld.b.sealed = f, true
+		ld.b.f, ld.b.sealed, ld.b.limit = f, true, s.cfg.BlockSize
 	}
 	return true
 }
@@ -202,6 +213,7 @@ func (s *FileStore) loadPlain(ld *loaded) error {
 		return err
 	}
 	ld.b.f = f
+	ld.b.limit = s.recoveredLimit(int64(len(data)))
 	ld.res = scanBlock(data, s.cry)
 	ld.b.size = ld.res.validEnd
 	if ld.res.tail > 0 {
@@ -386,7 +398,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 				return err
 			}
 		}
-		if !b.sealed && b.size < s.cfg.BlockSize && b.f != nil {
+		if !b.sealed && b.size < b.limit && b.f != nil {
 			s.act = b
 		}
 	}

@@ -11,24 +11,50 @@ type spare struct {
 	err  error
 }
 
-// preallocSize is how far a new block file is zero-filled: BlockSize plus
-// room for the batch that crosses it, so appends overwrite written space
-// (an fdatasync then commits no size or extent change) instead of
-// extending the file.
-func (s *FileStore) preallocSize() int64 {
-	return s.cfg.BlockSize + s.cfg.BlockSize/8
+// A store's first block is small and each new block has twice the room of
+// the one before, up to BlockSize. Every block file is zero-filled ahead of
+// use, so a store that holds a few messages would otherwise pin a full
+// BlockSize (plus a spare as large) on disk and write it all at open: with
+// thousands of small streams (KV buckets, say) that is gigabytes. A
+// variable only so that tests can watch blocks grow at small sizes.
+var firstBlockSize int64 = 64 << 10
+
+func (s *FileStore) firstLimit() int64 { return min(s.cfg.BlockSize, firstBlockSize) }
+
+// nextLimit is the room of the block that follows one with room prev.
+func (s *FileStore) nextLimit(prev int64) int64 {
+	return min(s.cfg.BlockSize, max(s.firstLimit(), 2*prev))
 }
 
-// spareMaker keeps one zero-filled, synced block file ready under a temporary
-// name, so the writer never zero-fills on its own path: rolling to a new
-// block is a rename. Recovery deletes a leftover spare (*.tmp).
+// preallocFor is how far a new block file with room limit is zero-filled:
+// the room plus space for the batch that crosses it, so appends overwrite
+// written space (an fdatasync then commits no size or extent change)
+// instead of extending the file.
+func preallocFor(limit int64) int64 { return limit + limit/8 }
+
+// askSpare asks the spare maker for the file of the block after the active
+// one, unless it has been asked already. The writer asks once the active
+// block is a quarter full (and at open), so a store that never fills its
+// block never gets a spare.
+func (s *FileStore) askSpare(limit int64) {
+	if s.spareAsked {
+		return
+	}
+	s.spareAsked = true
+	s.spareReq <- limit // buffered: at most one request is outstanding
+}
+
+// spareMaker makes, on request, a zero-filled, synced block file under a
+// temporary name, so the writer never zero-fills on its own path: rolling
+// to a new block is a rename. Recovery deletes a leftover spare (*.tmp).
 func (s *FileStore) spareMaker() {
 	defer close(s.spareDone)
 	for k := 1; ; k++ {
+		var limit int64
 		select {
+		case limit = <-s.spareReq:
 		case <-s.spareStop:
 			return
-		default:
 		}
 		name := filepath.Join(s.dir, fmt.Sprintf("spare-%d.tmp", k))
 		sp := spare{name: name}
@@ -37,7 +63,7 @@ func (s *FileStore) spareMaker() {
 			// Only a block that is fsync'd gains from preallocation: with
 			// SyncInterval < 0 the file starts empty and grows by appends.
 			if s.cfg.SyncInterval >= 0 {
-				err = writeZeros(f, 0, s.preallocSize())
+				err = writeZeros(f, 0, preallocFor(limit))
 				if err == nil {
 					err = f.Sync()
 				}

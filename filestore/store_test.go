@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -736,5 +738,107 @@ func TestStoreAsyncBusy(t *testing.T) {
 	}
 	if st := s.State(); st.Msgs != uint64(accepted+4) {
 		t.Fatalf("%d messages stored, want %d", st.Msgs, accepted+4)
+	}
+}
+
+// dirBytes is the total size of the files in dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
+// TestBlockGrowth checks that blocks start small and double up to
+// BlockSize, that each is preallocated for its own room, and that a reopened
+// store carries on from the room its files were made for.
+func TestBlockGrowth(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, BlockSize: 1 << 20, Logf: quietLog}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 1000)
+	store := func(s *FileStore, n int) {
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			s.StoreAsync("grow", nil, payload, func(_ uint64, _ int64, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				wg.Done()
+			})
+		}
+		wg.Wait()
+	}
+	store(s, 4000) // ~4 MB
+	want := []int64{64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 1 << 20}
+	s.mu.RLock()
+	var limits []int64
+	for _, b := range s.blocks {
+		limits = append(limits, b.limit)
+		fi, err := os.Stat(s.blockPath(b.id, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() < preallocFor(b.limit) {
+			t.Errorf("block %d (room %d) file is %d bytes, want at least %d", b.id, b.limit, fi.Size(), preallocFor(b.limit))
+		}
+		if b != s.act && (b.size < b.limit || b.size > b.limit+int64(len(payload))+100) {
+			t.Errorf("block %d holds %d bytes, room %d", b.id, b.size, b.limit)
+		}
+	}
+	s.mu.RUnlock()
+	if len(limits) < len(want) || !slices.Equal(limits[:len(want)], want) {
+		t.Fatalf("block rooms %v, want %v then 1 MiB", limits, want)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	s.mu.RLock()
+	if s.act == nil || s.act.limit != 1<<20 || s.lastLimit != 1<<20 {
+		t.Fatalf("after reopen: active %+v, last room %d", s.act, s.lastLimit)
+	}
+	s.mu.RUnlock()
+	store(s, 1500)
+	if st := s.State(); st.Msgs != 5500 {
+		t.Fatalf("%d messages", st.Msgs)
+	}
+}
+
+// TestSmallStoreFootprint: a store holding a few messages takes little
+// disk, however large BlockSize is (each block file is zero-filled ahead of
+// use, so blocks of the full size would pin megabytes per store).
+func TestSmallStoreFootprint(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir, Logf: quietLog}) // default 8 MB blocks
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		mustStore(t, s, "kv.key", "value")
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := dirBytes(t, filepath.Join(dir, "msgs")); n > 256<<10 {
+		t.Fatalf("a store with 50 small messages takes %d bytes on disk", n)
 	}
 }

@@ -387,7 +387,9 @@ func (s *FileStore) writeSegs(c *commit) error {
 			// The file itself was zero-filled (and synced) ahead of time by
 			// the spare goroutine; giving it its name is a rename, made
 			// durable by the next directory sync (c.created).
+			s.askSpare(b.limit) // in case the active block filled before a quarter was seen
 			sp := <-s.spares
+			s.spareAsked = false
 			if sp.err != nil {
 				return sp.err
 			}
@@ -713,7 +715,7 @@ func (s *FileStore) removeBelow(floor uint64) uint64 {
 // hold contiguous sequences so lookups are an index, not a search).
 func (s *FileStore) blockFor(seq uint64) *block {
 	b := s.act
-	if b == nil || b.size >= s.cfg.BlockSize || (len(b.ents) > 0 && b.end() != seq) || b.sealed {
+	if b == nil || b.size >= b.limit || (len(b.ents) > 0 && b.end() != seq) || b.sealed {
 		b = s.roll()
 	}
 	if len(b.ents) == 0 {
@@ -727,7 +729,8 @@ func (s *FileStore) roll() *block {
 		s.rolled = append(s.rolled, s.act)
 	}
 	s.nextID++
-	b := &block{id: s.nextID, first: s.last + 1, fresh: true}
+	s.lastLimit = s.nextLimit(s.lastLimit)
+	b := &block{id: s.nextID, first: s.last + 1, fresh: true, limit: s.lastLimit}
 	s.blocks = append(s.blocks, b)
 	s.act = b
 	return b
@@ -753,6 +756,9 @@ func (s *FileStore) emit(rec []byte) (uint32, uint32) {
 		s.segs = append(s.segs, seg{b: b, off: off, start: start, end: len(s.wbuf)})
 	}
 	b.size += int64(n)
+	if b.size >= b.limit/4 {
+		s.askSpare(s.nextLimit(b.limit))
+	}
 	return uint32(off), uint32(n)
 }
 
