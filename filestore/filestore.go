@@ -3,6 +3,7 @@ package filestore
 import (
 	"fmt"
 	"log"
+	"math"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -83,14 +84,18 @@ type subjState struct {
 
 // ent is one sequence's place in its block. A long stream holds tens of
 // millions, so ent has no pointers (the garbage collector never scans the
-// index) and packs into 24 bytes: the subject is a number into
-// FileStore.subjByID, and 0 means the sequence holds no live message.
+// index) and packs into 16 bytes. The subject is a number into
+// FileStore.subjByID, and 0 means the sequence holds no live message. The
+// message's size is not kept: it follows from slen (entSize). Its timestamp
+// is kept in milliseconds after the block's base, rounded up, which is all
+// expiry needs (a message never expires early, at most 1 ms late); the
+// exact time is in the record. A block rolls before a timestamp would not
+// fit (maxEntSpan).
 type ent struct {
 	off  uint32
 	slen uint32
-	ts   int64
 	sid  uint32
-	size uint32
+	tms  uint32
 }
 
 func (e *ent) live() bool { return e.sid != 0 }
@@ -111,6 +116,7 @@ type block struct {
 	fresh   bool // file not created yet
 	sealed  bool
 	limit   int64 // the block rolls once its size reaches this (see firstBlockSize)
+	base    int64 // timestamp (ns) ent.tms counts from: its first message's
 	markers []marker
 }
 
@@ -135,19 +141,20 @@ type FileStore struct {
 	cry  *cryptor
 	logf func(string, ...any)
 
-	mu       sync.RWMutex
-	blocks   []*block
-	act      *block
-	subjects map[string]*subjState
-	subjByID []*subjState // by subjState.id; [0] is never used
-	freeIDs  []uint32     // ids of dropped subjects, for reuse
-	first    uint64
-	last     uint64
-	msgs     uint64
-	bytes    uint64
-	durable  uint64 // readers see no seq above it: it is not yet acknowledged
-	lost     LostInfo
-	readErrs atomic.Uint64
+	mu        sync.RWMutex
+	blocks    []*block
+	act       *block
+	subjects  map[string]*subjState
+	subjByID  []*subjState // by subjState.id; [0] is never used
+	freeIDs   []uint32     // ids of dropped subjects, for reuse
+	first     uint64
+	last      uint64
+	lastEntTS int64 // exact timestamp of the message at last (0 for a skip)
+	msgs      uint64
+	bytes     uint64
+	durable   uint64 // readers see no seq above it: it is not yet acknowledged
+	lost      LostInfo
+	readErrs  atomic.Uint64
 
 	cmu   sync.Mutex
 	cache map[*block][]byte
@@ -581,11 +588,18 @@ func (s *FileStore) State() State {
 func (s *FileStore) stateLocked(subjects bool) State {
 	st := State{Msgs: s.msgs, Bytes: s.bytes, FirstSeq: s.first, LastSeq: s.last}
 	if s.msgs > 0 {
-		if e := s.entLocked(s.first); e != nil {
-			st.FirstTS = e.ts
-		}
-		if e := s.entLocked(s.last); e != nil {
-			st.LastTS = e.ts
+		// The exact times are in the records; the newest one's is kept, and
+		// the first one's is read back (or, in the moment its record is still
+		// being written, taken to the millisecond from the index).
+		st.LastTS = s.lastEntTS
+		if b, e := s.blockEnt(s.first); e != nil {
+			if s.first == s.last {
+				st.FirstTS = s.lastEntTS
+			} else if ts, ok := s.recTS(b, e); ok {
+				st.FirstTS = ts
+			} else {
+				st.FirstTS = s.entTS(b, e)
+			}
 		}
 		st.Deleted = s.last - s.first + 1 - s.msgs
 	}
@@ -605,4 +619,67 @@ func (s *FileStore) Lost() LostInfo {
 	l.Seqs = append([]uint64(nil), l.Seqs...)
 	l.ReadErrors = s.readErrs.Load()
 	return l
+}
+
+// maxEntSpan is how far past its block's base a timestamp may be and still
+// fit ent.tms; tmsUnknown marks one that did not (a block written before
+// blocks rolled on it), whose time is then read from its record.
+const (
+	tmsUnknown = math.MaxUint32
+	maxEntSpan = int64(tmsUnknown-1) * int64(time.Millisecond)
+)
+
+// packTS is ts as ent.tms in block b, setting b's base on its first message.
+func packTS(b *block, ts int64) uint32 {
+	if b.base == 0 {
+		b.base = ts
+	}
+	d := ts - b.base
+	if d < 0 || d > maxEntSpan {
+		return tmsUnknown
+	}
+	return uint32((d + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+}
+
+// entTS is e's timestamp rounded up to the millisecond; mu held.
+func (s *FileStore) entTS(b *block, e *ent) int64 {
+	if e.tms != tmsUnknown {
+		return b.base + int64(e.tms)*int64(time.Millisecond)
+	}
+	if ts, ok := s.recTS(b, e); ok {
+		return ts
+	}
+	return math.MinInt64 // unreadable, so never served: let expiry take it rather than stop at it
+}
+
+// recTS reads e's exact timestamp from its record; mu held.
+func (s *FileStore) recTS(b *block, e *ent) (int64, bool) {
+	rec, err := s.readRec(b, e)
+	if err != nil {
+		return 0, false
+	}
+	rv, n, ok := parseRecord(rec)
+	if !ok || n != len(rec) {
+		return 0, false
+	}
+	return rv.ts, true
+}
+
+// entSize is the size e's message counts against the limits (storedSize):
+// its plaintext record's length, which is slen less the encryption frame
+// when the block holds framed records.
+func (s *FileStore) entSize(b *block, e *ent) uint64 {
+	if s.cry != nil && !b.sealed {
+		return uint64(e.slen) - uint64(frameHdr+s.cry.aead.Overhead())
+	}
+	return uint64(e.slen)
+}
+
+// blockEnt is seq's block and entry, or nils; mu held.
+func (s *FileStore) blockEnt(seq uint64) (*block, *ent) {
+	b := s.findBlock(seq)
+	if b == nil {
+		return nil, nil
+	}
+	return b, &b.ents[seq-b.first]
 }

@@ -216,7 +216,6 @@ type scanRec struct {
 	off  uint32 // offset of the stored form (frame when encrypted)
 	slen uint32 // length of the stored form
 	subj string
-	size uint64
 }
 
 type scanResult struct {
@@ -300,7 +299,6 @@ func (r *scanResult) add(rv recView, off, n int, lastSeq *uint64) {
 	sr := scanRec{kind: rv.kind, seq: rv.seq, ts: rv.ts, off: uint32(off), slen: uint32(n)}
 	if rv.kind == kindMsg {
 		sr.subj = string(rv.subj)
-		sr.size = uint64(recMin + len(rv.subj) + len(rv.hdr) + len(rv.msg))
 	}
 	if rv.kind == kindMsg || rv.kind == kindSkip {
 		*lastSeq = rv.seq

@@ -279,6 +279,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	}
 
 	var prevEnd uint64
+	var lastTS int64 // of the newest entry
 	for _, ld := range lds {
 		b := ld.b
 		b.first = 0
@@ -295,7 +296,14 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			for b.end() < r.seq {
 				b.ents = append(b.ents, ent{}) // damaged record
 			}
-			e := ent{off: r.off, slen: r.slen, ts: r.ts}
+			e := ent{off: r.off, slen: r.slen}
+			if r.kind == kindMsg {
+				e.tms = packTS(b, r.ts)
+				lastTS = r.ts
+				s.lastTS = max(s.lastTS, r.ts) // new stamps never go below a removed message's either
+			} else {
+				lastTS = 0
+			}
 			if r.kind == kindMsg && !deleted(r.seq) {
 				ss := s.subjects[r.subj]
 				if ss == nil {
@@ -304,14 +312,13 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 				}
 				ss.msgs++
 				ss.last = r.seq
-				e.sid, e.size = ss.id, uint32(r.size)
+				e.sid = ss.id
 				b.live++
 				s.msgs++
-				s.bytes += r.size
+				s.bytes += s.entSize(b, &e) // what removing it takes off again
 				if s.first == 0 {
 					s.first = r.seq
 				}
-				s.lastTS = max(s.lastTS, r.ts)
 			}
 			b.ents = append(b.ents, e)
 		}
@@ -382,6 +389,9 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	}
 
 	s.last = last
+	if n := len(s.blocks); n > 0 && s.blocks[n-1].end() == last+1 {
+		s.lastEntTS = lastTS
+	}
 	if s.msgs == 0 {
 		s.first = last + 1
 	}

@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 type storeKind struct {
@@ -840,5 +842,105 @@ func TestSmallStoreFootprint(t *testing.T) {
 	}
 	if n := dirBytes(t, filepath.Join(dir, "msgs")); n > 256<<10 {
 		t.Fatalf("a store with 50 small messages takes %d bytes on disk", n)
+	}
+}
+
+// TestStateTimes checks that State's first and last times are the exact
+// stamps of the first and last messages, as nats-server reports them, after
+// removals and across a reopen.
+func TestStateTimes(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		dir := t.TempDir()
+		s := k.open(t, dir, Limits{})
+		for i := 0; i < 30; i++ {
+			mustStore(t, s, fmt.Sprintf("t.%d", i%3), "x")
+		}
+		check := func(what string) {
+			t.Helper()
+			st := s.State()
+			first, err1 := s.LoadMsg(st.FirstSeq)
+			last, err2 := s.LoadMsg(st.LastSeq)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: load first/last: %v %v", what, err1, err2)
+			}
+			if st.FirstTS != first.TS || st.LastTS != last.TS {
+				t.Fatalf("%s: state times %d..%d, messages stamped %d..%d", what, st.FirstTS, st.LastTS, first.TS, last.TS)
+			}
+		}
+		check("stored")
+		s.RemoveMsg(1)
+		s.RemoveMsg(2)
+		check("first two removed")
+		s.Compact(10)
+		check("compacted")
+		if k.name != "mem" {
+			s.Stop()
+			s = k.open(t, dir, Limits{})
+			check("reopened")
+		}
+		s.Stop()
+	})
+}
+
+// TestTimestampSpan moves the clock messages are stamped with: a block
+// rolls before a stamp would not fit its entries, stamps read back exactly,
+// and an entry whose stamp did not fit (as in a block written before blocks
+// rolled on it) has its time read from the record.
+func TestTimestampSpan(t *testing.T) {
+	base := time.Now().UnixNano()
+	var clock atomic.Int64
+	clock.Store(base)
+	old := stampNow
+	stampNow = func() int64 { return clock.Load() }
+	t.Cleanup(func() { stampNow = old })
+
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir, Logf: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Stop() }()
+	for i := 0; i < 5; i++ {
+		clock.Add(1234567) // 1.23 ms: not a whole millisecond
+		mustStore(t, s, "span", "a")
+	}
+	clock.Add(60 * 24 * int64(time.Hour)) // 60 days: past what an entry can hold
+	for i := 0; i < 5; i++ {
+		mustStore(t, s, "span", "b")
+	}
+	s.mu.RLock()
+	nblocks := len(s.blocks)
+	for seq := uint64(1); seq <= 10; seq++ {
+		b, e := s.blockEnt(seq)
+		exact, ok := s.recTS(b, e)
+		approx := s.entTS(b, e)
+		if !ok || approx < exact || approx-exact >= int64(time.Millisecond) || e.tms == tmsUnknown {
+			t.Errorf("seq %d: stamped %d, index says %d (tms %d)", seq, exact, approx, e.tms)
+		}
+	}
+	s.mu.RUnlock()
+	if nblocks != 2 {
+		t.Fatalf("%d blocks, want a new one for the stamps 60 days on", nblocks)
+	}
+	if st := s.State(); st.LastTS != clock.Load() {
+		t.Fatalf("last time %d, want %d", st.LastTS, clock.Load())
+	}
+
+	s.mu.Lock()
+	b, e := s.blockEnt(3)
+	e.tms = tmsUnknown
+	exact, _ := s.recTS(b, e)
+	got := s.entTS(b, e)
+	s.mu.Unlock()
+	if m, _ := s.LoadMsg(3); got != exact || m.TS != exact {
+		t.Fatalf("entry without a stamp: %d, record says %d", got, exact)
+	}
+}
+
+// TestEntSize guards the index's footprint: one ent per sequence, tens of
+// millions in a long stream.
+func TestEntSize(t *testing.T) {
+	if n := unsafe.Sizeof(ent{}); n != 16 {
+		t.Fatalf("ent is %d bytes, want 16", n)
 	}
 }

@@ -446,16 +446,17 @@ func (s *FileStore) apply(o *op) {
 			ss = s.newSubj(o.subj)
 		}
 		seq := s.last + 1
-		ts := time.Now().UnixNano()
+		ts := stampNow()
 		// Expiry walks from the front; it needs timestamps that never go back.
 		if ts < s.lastTS {
 			ts = s.lastTS
 		}
 		s.lastTS = ts
 		patchRecord(o.rec, seq, ts)
-		b := s.blockFor(seq)
+		b := s.blockFor(seq, ts)
 		off, n := s.emit(o.rec)
-		b.ents = append(b.ents, ent{off: off, slen: n, ts: ts, sid: ss.id, size: uint32(o.size)})
+		b.ents = append(b.ents, ent{off: off, slen: n, sid: ss.id, tms: packTS(b, ts)})
+		s.lastEntTS = ts
 		b.live++
 		s.last = seq
 		if s.msgs == 0 {
@@ -475,11 +476,12 @@ func (s *FileStore) apply(o *op) {
 		first := s.last + 1
 		for i := uint64(0); i < o.n; i++ {
 			seq := s.last + 1
-			b := s.blockFor(seq)
+			b := s.blockFor(seq, 0)
 			rec := appendMarker(nil, kindSkip, seq, 0)
 			off, n := s.emit(rec)
 			b.ents = append(b.ents, ent{off: off, slen: n})
 			s.last = seq
+			s.lastEntTS = 0
 		}
 		if s.msgs == 0 {
 			s.first = s.last + 1
@@ -527,11 +529,11 @@ func (s *FileStore) apply(o *op) {
 		cutoff := time.Now().UnixNano() - int64(l.MaxAge)
 		floor := uint64(0)
 		for seq := s.first; seq <= s.last; seq++ {
-			e := s.entLocked(seq)
+			b, e := s.blockEnt(seq)
 			if e == nil || !e.live() {
 				continue
 			}
-			if e.ts > cutoff {
+			if s.entTS(b, e) > cutoff {
 				break
 			}
 			floor = seq + 1
@@ -554,6 +556,10 @@ func (s *FileStore) purgeSubj(ss *subjState) uint64 {
 	}
 	return n
 }
+
+// stampNow is the clock messages are stamped with; a variable so that tests
+// can move it.
+var stampNow = func() int64 { return time.Now().UnixNano() }
 
 // enforce applies discard-old limits after a store of subject ss.
 func (s *FileStore) enforce(ss *subjState) {
@@ -636,7 +642,7 @@ func (s *FileStore) removeSeq(seq uint64) bool {
 		s.maybeEmpty = true
 	}
 	s.msgs--
-	s.bytes -= uint64(e.size)
+	s.bytes -= s.entSize(b, e)
 	ss.msgs--
 	if ss.msgs == 0 {
 		s.dropSubj(ss)
@@ -710,12 +716,14 @@ func (s *FileStore) removeBelow(floor uint64) uint64 {
 	return n
 }
 
-// blockFor returns the block seq must be appended to, starting a new one
-// when the active block is full or seq does not follow on from it (blocks
-// hold contiguous sequences so lookups are an index, not a search).
-func (s *FileStore) blockFor(seq uint64) *block {
+// blockFor returns the block seq (stamped ts, 0 for none) must be appended
+// to, starting a new one when the active block is full, when seq does not
+// follow on from it (blocks hold contiguous sequences so lookups are an
+// index, not a search), or when ts is too far past its base for an ent.
+func (s *FileStore) blockFor(seq uint64, ts int64) *block {
 	b := s.act
-	if b == nil || b.size >= b.limit || (len(b.ents) > 0 && b.end() != seq) || b.sealed {
+	if b == nil || b.size >= b.limit || (len(b.ents) > 0 && b.end() != seq) || b.sealed ||
+		(ts != 0 && b.base != 0 && ts-b.base > maxEntSpan) {
 		b = s.roll()
 	}
 	if len(b.ents) == 0 {
@@ -725,8 +733,15 @@ func (s *FileStore) blockFor(seq uint64) *block {
 }
 
 func (s *FileStore) roll() *block {
-	if s.act != nil && !s.act.fresh {
-		s.rolled = append(s.rolled, s.act)
+	if a := s.act; a != nil {
+		if !a.fresh {
+			s.rolled = append(s.rolled, a)
+		}
+		// The entries grew by appending; a full block keeps them for good,
+		// so it drops the spare capacity (up to half) once.
+		if cap(a.ents)-len(a.ents) > len(a.ents)/16 {
+			a.ents = append([]ent(nil), a.ents...)
+		}
 	}
 	s.nextID++
 	s.lastLimit = s.nextLimit(s.lastLimit)
@@ -839,8 +854,8 @@ func (s *FileStore) armExpiry() {
 	s.mu.RLock()
 	var ts int64
 	if s.msgs > 0 {
-		if e := s.entLocked(s.first); e != nil {
-			ts = e.ts
+		if b, e := s.blockEnt(s.first); e != nil {
+			ts = s.entTS(b, e)
 		}
 	}
 	s.mu.RUnlock()
