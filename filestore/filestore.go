@@ -573,6 +573,90 @@ func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 	return nil, ErrEOF
 }
 
+func (s *FileStore) FilteredState(filter string, start uint64) SimpleState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var st SimpleState
+	if s.msgs == 0 {
+		return st
+	}
+	start = max(start, s.first)
+	switch {
+	case matchesAll(filter):
+		s.allFromLocked(start, &st)
+	case sublist.IsWildcard(filter):
+		for name, ss := range s.subjects {
+			if sublist.MatchFilter(name, filter) {
+				s.subjFromLocked(ss, start, &st)
+			}
+		}
+	default:
+		if ss := s.subjects[filter]; ss != nil {
+			s.subjFromLocked(ss, start, &st)
+		}
+	}
+	return st
+}
+
+// subjFromLocked adds subject ss's messages at or after start to st. Its
+// count and last are exact; its first is only a lower bound, so the first
+// message is looked for.
+func (s *FileStore) subjFromLocked(ss *subjState, start uint64, st *SimpleState) {
+	if ss.msgs == 0 || start > ss.last {
+		return
+	}
+	var n, first uint64
+	for seq := max(start, ss.first); seq <= ss.last; seq++ {
+		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
+			if first == 0 {
+				first = seq
+				if start <= ss.first {
+					n = ss.msgs // all of them: no need to count
+					break
+				}
+			}
+			n++
+		}
+	}
+	st.add(n, first, ss.last)
+}
+
+// allFromLocked adds every message at or after start to st, counting whole
+// blocks by their live counts.
+func (s *FileStore) allFromLocked(start uint64, st *SimpleState) {
+	last := s.last
+	for ; last >= start; last-- {
+		if e := s.entLocked(last); e != nil && e.live() {
+			break
+		}
+	}
+	if last < start {
+		return
+	}
+	if start <= s.first {
+		st.add(s.msgs, s.first, last)
+		return
+	}
+	var n, first uint64
+	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].end() > start })
+	for ; i < len(s.blocks); i++ {
+		b := s.blocks[i]
+		if b.first >= start && first != 0 {
+			n += uint64(b.live)
+			continue
+		}
+		for seq := max(start, b.first); seq < b.end(); seq++ {
+			if b.ents[seq-b.first].live() {
+				if first == 0 {
+					first = seq
+				}
+				n++
+			}
+		}
+	}
+	st.add(n, first, last)
+}
+
 func (s *FileStore) FastState() State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -244,6 +244,35 @@ func (ms *MemStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 	return nil, ErrEOF
 }
 
+func (ms *MemStore) FilteredState(filter string, start uint64) SimpleState {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	var st SimpleState
+	start = max(start, ms.first)
+	all, wild := matchesAll(filter), sublist.IsWildcard(filter)
+	if !all && !wild {
+		ss := ms.subjects[filter]
+		if ss == nil {
+			return st
+		}
+		if start <= ss.first { // all of them; ss.first is only a lower bound of the first
+			for seq := ss.first; seq <= ss.last; seq++ {
+				if m := ms.msgs[seq]; m != nil && m.m.Subject == filter {
+					st.add(ss.msgs, seq, ss.last)
+					break
+				}
+			}
+			return st
+		}
+	}
+	for seq := start; seq <= ms.last; seq++ {
+		if m := ms.msgs[seq]; m != nil && (all || m.m.Subject == filter || (wild && sublist.MatchFilter(m.m.Subject, filter))) {
+			st.add(1, seq, seq)
+		}
+	}
+	return st
+}
+
 func (ms *MemStore) RemoveMsg(seq uint64) (bool, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()

@@ -92,6 +92,16 @@ func fileMatchesMem(t *testing.T, variant string) {
 		}
 		return res{nil, ErrNotFound}
 	}
+	oracleFiltered := func(f string, start uint64) SimpleState {
+		var st SimpleState
+		last := ms.FastState().LastSeq
+		for seq := max(start, 1); seq <= last; seq++ {
+			if m, err := ms.LoadMsg(seq); err == nil && match(m, f) {
+				st.add(1, seq, seq)
+			}
+		}
+		return st
+	}
 	oracleCount := func(f string) uint64 {
 		var n uint64
 		st := ms.FastState()
@@ -145,6 +155,12 @@ func fileMatchesMem(t *testing.T, variant string) {
 			start := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			same(step, fmt.Sprintf("next %q %d", s, start), load(fs.LoadNextMsg(s, start)), load(ms.LoadNextMsg(s, start)))
 			same(step, fmt.Sprintf("next (oracle) %q %d", s, start), load(ms.LoadNextMsg(s, start)), oracleNext(s, start))
+		case op < 95:
+			s := filter()
+			start := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
+			a, b := fs.FilteredState(s, start), ms.FilteredState(s, start)
+			same(step, fmt.Sprintf("filtered %q %d", s, start), a, b)
+			same(step, fmt.Sprintf("filtered (oracle) %q %d", s, start), b, oracleFiltered(s, start))
 		case op < 97:
 			seq := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			same(step, fmt.Sprintf("load %d", seq), load(fs.LoadMsg(seq)), load(ms.LoadMsg(seq)))

@@ -35,6 +35,10 @@ type Store interface {
 	Purge() (uint64, error)
 	// PurgeSubject removes every message whose subject matches filter.
 	PurgeSubject(filter string) (uint64, error)
+	// FilteredState counts the messages with seq >= start whose subject
+	// matches filter (a consumer's pending count) and names the first and
+	// last of them.
+	FilteredState(filter string, start uint64) SimpleState
 	// Compact removes every message below seq.
 	Compact(seq uint64) (uint64, error)
 	// State is the full state including per-subject counts; FastState skips
@@ -67,6 +71,26 @@ type State struct {
 	LastTS   int64
 	Deleted  uint64 // interior gaps between FirstSeq and LastSeq
 	Subjects map[string]uint64
+}
+
+// SimpleState is what FilteredState reports; First and Last are 0 when no
+// message matches.
+type SimpleState struct {
+	Msgs  uint64
+	First uint64
+	Last  uint64
+}
+
+// add counts n matching messages from first to last into st.
+func (st *SimpleState) add(n, first, last uint64) {
+	if n == 0 {
+		return
+	}
+	st.Msgs += n
+	if st.First == 0 || first < st.First {
+		st.First = first
+	}
+	st.Last = max(st.Last, last)
 }
 
 // LostInfo reports damage. Seqs lists damaged message sequences (capped at

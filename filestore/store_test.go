@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/natsd/natsd/sublist"
 )
 
 type storeKind struct {
@@ -943,4 +945,39 @@ func TestEntSize(t *testing.T) {
 	if n := unsafe.Sizeof(ent{}); n != 16 {
 		t.Fatalf("ent is %d bytes, want 16", n)
 	}
+}
+
+// TestFilteredState pins pending counts across many blocks, with removals,
+// for every filter kind and start.
+func TestFilteredState(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		s := k.open(t, t.TempDir(), Limits{})
+		defer s.Stop()
+		subjects := []string{"f.a.x", "f.b.x", "f.a.y", "g"}
+		for i := 0; i < 400; i++ { // seq i+1 has subjects[i%4]; many 4 KB blocks
+			mustStore(t, s, subjects[i%4], strings.Repeat("p", 60))
+		}
+		for seq := uint64(1); seq <= 400; seq += 7 { // 58 removed
+			s.RemoveMsg(seq)
+		}
+		// The expected answers, by brute force over what the store holds.
+		want := func(filter string, start uint64) SimpleState {
+			var st SimpleState
+			for seq := max(start, 1); seq <= 400; seq++ {
+				subj := subjects[(seq-1)%4]
+				if (seq-1)%7 == 0 || !(filter == "" || sublist.MatchFilter(subj, filter)) {
+					continue
+				}
+				st.add(1, seq, seq)
+			}
+			return st
+		}
+		for _, filter := range []string{"", ">", "f.>", "f.a.*", "*.*.x", "f.b.x", "g", "h", "f.*"} {
+			for _, start := range []uint64{0, 1, 2, 9, 100, 101, 257, 399, 400, 401} {
+				if got, w := s.FilteredState(filter, start), want(filter, start); got != w {
+					t.Errorf("FilteredState(%q, %d) = %+v, want %+v", filter, start, got, w)
+				}
+			}
+		}
+	})
 }
