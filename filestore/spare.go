@@ -41,7 +41,10 @@ func (s *FileStore) askSpare(limit int64) {
 		return
 	}
 	s.spareAsked = true
-	s.spareReq <- limit // buffered: at most one request is outstanding
+	select {
+	case s.spareReq <- limit:
+	default: // a spare maker that failed stops reading requests; it answers every roll with its error
+	}
 }
 
 // spareMaker makes, on request, a zero-filled, synced block file under a
