@@ -9,6 +9,42 @@ import (
 	"time"
 )
 
+// openBench opens a store for a benchmark: "sync" is the default
+// sync-before-ack, "nosync" never fsyncs, "periodic" syncs every two minutes.
+func openBench(b *testing.B, mode string) *FileStore {
+	cfg := Config{Dir: b.TempDir(), Logf: quietLog}
+	switch mode {
+	case "nosync":
+		cfg.SyncInterval = -1
+	case "periodic":
+		cfg.SyncInterval = 2 * time.Minute
+	}
+	s, err := Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// drive runs n goroutines that each call run until b.N appends have been
+// claimed (claim reports whether one more may start), and reports appends/s.
+func drive(b *testing.B, n int, run func(claim func() bool)) {
+	var next atomic.Int64
+	claim := func() bool { return next.Add(1) <= int64(b.N) }
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(claim)
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+}
+
 // BenchmarkAppend measures acknowledged appends of 128-byte records. "sync"
 // is the default sync-before-ack; "nosync" never fsyncs, the bound group
 // commit is measured against; "periodic" syncs every two minutes
@@ -19,36 +55,16 @@ func BenchmarkAppend(b *testing.B) {
 	for _, mode := range []string{"sync", "nosync", "periodic"} {
 		for _, writers := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("%s/writers=%d", mode, writers), func(b *testing.B) {
-				cfg := Config{Dir: b.TempDir(), Logf: quietLog}
-				switch mode {
-				case "nosync":
-					cfg.SyncInterval = -1
-				case "periodic":
-					cfg.SyncInterval = 2 * time.Minute
-				}
-				s, err := Open(cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
+				s := openBench(b, mode)
 				defer s.Stop()
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				start := time.Now()
-				for w := 0; w < writers; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for next.Add(1) <= int64(b.N) {
-							if _, _, err := s.StoreMsg("bench.append", nil, payload); err != nil {
-								b.Error(err)
-								return
-							}
+				drive(b, writers, func(claim func() bool) {
+					for claim() {
+						if _, _, err := s.StoreMsg("bench.append", nil, payload); err != nil {
+							b.Error(err)
+							return
 						}
-					}()
-				}
-				wg.Wait()
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+					}
+				})
 			})
 		}
 	}
@@ -64,41 +80,24 @@ func BenchmarkAppendAsync(b *testing.B) {
 		for _, pw := range [][2]int{{1, 256}, {16, 64}, {16, 1024}} {
 			pubs, window := pw[0], pw[1]
 			b.Run(fmt.Sprintf("%s/pubs=%d/window=%d", mode, pubs, window), func(b *testing.B) {
-				cfg := Config{Dir: b.TempDir(), Logf: quietLog}
-				if mode == "nosync" {
-					cfg.SyncInterval = -1
-				}
-				s, err := Open(cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
+				s := openBench(b, mode)
 				defer s.Stop()
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				start := time.Now()
-				for p := 0; p < pubs; p++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						slots := make(chan struct{}, window)
-						var inflight sync.WaitGroup
-						for next.Add(1) <= int64(b.N) {
-							slots <- struct{}{}
-							inflight.Add(1)
-							s.StoreAsync("bench.async", nil, payload, func(_ uint64, _ int64, err error) {
-								if err != nil {
-									b.Error(err)
-								}
-								<-slots
-								inflight.Done()
-							})
-						}
-						inflight.Wait()
-					}()
-				}
-				wg.Wait()
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+				drive(b, pubs, func(claim func() bool) {
+					slots := make(chan struct{}, window)
+					var inflight sync.WaitGroup
+					for claim() {
+						slots <- struct{}{}
+						inflight.Add(1)
+						s.StoreAsync("bench.async", nil, payload, func(_ uint64, _ int64, err error) {
+							if err != nil {
+								b.Error(err)
+							}
+							<-slots
+							inflight.Done()
+						})
+					}
+					inflight.Wait()
+				})
 			})
 		}
 	}
