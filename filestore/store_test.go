@@ -981,3 +981,59 @@ func TestFilteredState(t *testing.T) {
 		}
 	})
 }
+
+// TestReopenFullEmptyStore reopens a store whose every message was removed
+// and whose last block is full, so it has no active block. The first batch
+// after that only drops the emptied blocks; it used to dereference the
+// missing active block.
+func TestReopenFullEmptyStore(t *testing.T) {
+	dir := t.TempDir()
+	cfg := fileCfg(dir, Limits{})
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for full := false; !full; {
+		last = mustStore(t, s, "full", strings.Repeat("x", 100))
+		s.mu.RLock()
+		full = s.act.size >= s.act.limit
+		s.mu.RUnlock()
+	}
+	for seq := uint64(1); seq <= last; seq++ {
+		if ok, err := s.RemoveMsg(seq); !ok || err != nil {
+			t.Fatalf("remove %d: %v %v", seq, ok, err)
+		}
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.RLock()
+	act := s.act
+	s.mu.RUnlock()
+	if act != nil {
+		t.Fatalf("the reopened store has an active block (%d of %d bytes): the test needs none", act.size, act.limit)
+	}
+	if ok, _ := s.RemoveMsg(1); ok { // nothing to remove: the batch only drops blocks
+		t.Fatal("removed seq 1 twice")
+	}
+	if st := s.State(); st.Msgs != 0 || st.LastSeq != last {
+		t.Fatalf("state %+v, want empty up to %d", st, last)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if st := s.State(); st.Msgs != 0 || st.LastSeq != last {
+		t.Fatalf("after another reopen: state %+v, want empty up to %d", st, last)
+	}
+	if seq := mustStore(t, s, "full", "again"); seq != last+1 {
+		t.Fatalf("next seq %d, want %d", seq, last+1)
+	}
+}

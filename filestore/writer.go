@@ -829,7 +829,13 @@ func (s *FileStore) collectEmpty() {
 		}
 	}
 	s.blocks = keep
-	earliest := s.act.first
+	// Markers below the first block left are implied; the rest move. With
+	// no block left and none active (a reopened store whose last block was
+	// full or sealed), they go to the block that starts at last+1.
+	earliest := s.last + 1
+	if s.act != nil {
+		earliest = s.act.first
+	}
 	if len(keep) > 0 {
 		earliest = keep[0].first
 	}
