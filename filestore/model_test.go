@@ -114,12 +114,17 @@ func fileMatchesMem(t *testing.T, variant string) {
 	}
 	for step := 0; step < 3000; step++ {
 		switch op := rng.Intn(100); {
-		case op < 55:
+		case op < 53:
 			s, data := subj(), []byte(fmt.Sprintf("%d-%0*d", step, rng.Intn(200), 0))
 			a, _, errA := fs.StoreMsg(s, nil, data)
 			b, _, errB := ms.StoreMsg(s, nil, data)
 			same(step, "store", res{nil, errA}, res{nil, errB})
 			same(step, "store seq", a, b)
+		case op < 55:
+			n := uint64(1 + rng.Intn(3))
+			a, errA := fs.SkipMsgs(n)
+			b, errB := ms.SkipMsgs(n)
+			same(step, fmt.Sprintf("skip %d", n), []any{a, errA}, []any{b, errB})
 		case op < 70:
 			seq := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			a, errA := fs.RemoveMsg(seq)
