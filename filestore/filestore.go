@@ -422,13 +422,33 @@ func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) {
 	if err == nil {
 		rv, n, ok := parseRecord(rec)
 		if ok && n == len(rec) && rv.seq == seq && rv.kind == kindMsg {
-			return &StoredMsg{Subject: string(rv.subj), Header: clone(rv.hdr), Data: clone(rv.msg), Seq: seq, TS: rv.ts}, nil
+			m := &StoredMsg{Subject: s.subjByID[e.sid].name, Seq: seq, TS: rv.ts}
+			if m.Subject != string(rv.subj) { // cannot happen; the record is the truth
+				m.Subject = string(rv.subj)
+			}
+			if b.sealed {
+				// rec is in the block cache: the caller gets copies.
+				m.Header, m.Data = clone(rv.hdr), clone(rv.msg)
+			} else {
+				// rec was read for this call alone, so the caller may have it;
+				// capped, so appending to Header cannot run into Data.
+				m.Header, m.Data = capped(rv.hdr), capped(rv.msg)
+			}
+			return m, nil
 		}
 		err = ErrCorrupt
 	}
 	s.readErrs.Add(1)
 	s.logf("filestore: %s: message %d in block %d failed its checksum on read: %v", s.cfg.Dir, seq, b.id, err)
 	return nil, ErrCorrupt
+}
+
+// capped is b with no room to grow into what follows it (nil if empty).
+func capped(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b[:len(b):len(b)]
 }
 
 func clone(b []byte) []byte {
@@ -439,6 +459,8 @@ func clone(b []byte) []byte {
 }
 
 // readRec returns the plaintext record bytes; the caller holds mu.RLock.
+// For a sealed block they are the block cache's, to be copied; otherwise
+// they were read (or decrypted) for this call alone.
 func (s *FileStore) readRec(b *block, e *ent) ([]byte, error) {
 	if b.sealed {
 		raw, err := s.sealedRaw(b)

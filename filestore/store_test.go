@@ -1037,3 +1037,34 @@ func TestReopenFullEmptyStore(t *testing.T) {
 		t.Fatalf("next seq %d, want %d", seq, last+1)
 	}
 }
+
+// TestLoadedMessageIsTheCallers checks that a loaded message's slices
+// belong to the caller: growing Header does not run into Data, and changing
+// either does not change what the store serves next.
+func TestLoadedMessageIsTheCallers(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		s := k.open(t, t.TempDir(), Limits{})
+		defer s.Stop()
+		for i := 0; i < 200; i++ { // several blocks, so file kinds seal some
+			if _, _, err := s.StoreMsg("own", []byte("h:1"), []byte(fmt.Sprintf("payload-%03d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, seq := range []uint64{1, 100, 200} {
+			m, err := s.LoadMsg(seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("payload-%03d", seq-1)
+			m.Header = append(m.Header, "XXXXXXXX"...)
+			if string(m.Data) != want {
+				t.Fatalf("seq %d: appending to Header changed Data to %q", seq, m.Data)
+			}
+			copy(m.Data, "ZZZZ")
+			again, err := s.LoadMsg(seq)
+			if err != nil || string(again.Data) != want || string(again.Header) != "h:1" {
+				t.Fatalf("seq %d after the caller wrote to its copy: %q %q %v", seq, again.Header, again.Data, err)
+			}
+		}
+	})
+}
