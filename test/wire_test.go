@@ -99,9 +99,12 @@ func TestWireInfo(t *testing.T) {
 		if r.info["server_name"] != r.info["server_id"] {
 			t.Errorf("server_name %v != server_id %v", r.info["server_name"], r.info["server_id"])
 		}
-		// nats-server's internal clients take 1-4: a fresh server's first
-		// connection is client 5.
-		if cid, _ := r.info["client_id"].(float64); cid != 5 {
+		// nats-server's internal clients take 1-4, so once it has started a
+		// fresh server's first connection is client 5; natsd starts there.
+		// (One of nats-server's is made in the background: a connection in
+		// the first milliseconds after the port opens can get 4.)
+		cid, _ := r.info["client_id"].(float64)
+		if cid != 5 && (tg.name != "nats-server" || cid != 4) {
 			t.Errorf("client_id %v on a fresh server, want 5", r.info["client_id"])
 		}
 		// client ids increase per connection
