@@ -95,7 +95,7 @@ func TestCorruptBitFlips(t *testing.T) {
 		files := blockFiles(t, dir)
 		name := files[rng.Intn(len(files))]
 		data, _ := os.ReadFile(name)
-		recs := scanBlock(data, nil).recs
+		recs := scanBlock(data, nil, nil).recs
 		r := recs[rng.Intn(len(recs))]
 		bit := int(r.off)*8 + rng.Intn(int(r.slen)*8)
 		data[bit/8] ^= 1 << (bit % 8)
@@ -118,7 +118,7 @@ func TestCorruptZeroRegion(t *testing.T) {
 			name = lastBlockFile(t, dir)
 		}
 		data, _ := os.ReadFile(name)
-		end := int(scanBlock(data, nil).validEnd)
+		end := int(scanBlock(data, nil, nil).validEnd)
 		if end >= len(data) {
 			continue // this block was filled past its preallocation
 		}
@@ -147,7 +147,7 @@ func TestCorruptStaleTail(t *testing.T) {
 		dir := copyStore(t, src)
 		name := lastBlockFile(t, dir)
 		data, _ := os.ReadFile(name)
-		res := scanBlock(data, nil)
+		res := scanBlock(data, nil, nil)
 		end := int(res.validEnd)
 		r := res.recs[0]
 		stale := append([]byte(nil), data[r.off:r.off+r.slen]...)
@@ -236,11 +236,11 @@ func TestCorruptTruncation(t *testing.T) {
 		name := files[rng.Intn(len(files))]
 		data, _ := os.ReadFile(name)
 		cut := rng.Intn(len(data))
-		if end := int(scanBlock(data, nil).validEnd); trial%2 == 1 && end < len(data) {
+		if end := int(scanBlock(data, nil, nil).validEnd); trial%2 == 1 && end < len(data) {
 			cut = end + rng.Intn(len(data)-end) // inside the zero-filled region
 		}
 		var damaged []uint64
-		for _, r := range scanBlock(data, nil).recs {
+		for _, r := range scanBlock(data, nil, nil).recs {
 			if int(r.off+r.slen) > cut {
 				damaged = append(damaged, r.seq)
 			}
@@ -282,7 +282,7 @@ func TestCorruptWhileOpen(t *testing.T) {
 	defer s.Stop()
 	name := blockFiles(t, dir)[1]
 	data, _ := os.ReadFile(name)
-	r := scanBlock(data, nil).recs[3]
+	r := scanBlock(data, nil, nil).recs[3]
 	f, _ := os.OpenFile(name, os.O_RDWR, 0)
 	f.WriteAt([]byte{data[r.off+r.slen-12] ^ 0x10}, int64(r.off+r.slen-12))
 	f.Close()

@@ -215,8 +215,31 @@ type scanRec struct {
 	ts   int64
 	off  uint32 // offset of the stored form (frame when encrypted)
 	slen uint32 // length of the stored form
-	subj string
+	sub  uint32 // a message's subject, by its number in the scan's subjTable
 }
+
+// subjTable numbers the subjects a scan meets. Scan results then hold no
+// strings: recovering millions of records leaves the garbage collector
+// nothing to trace in them, and each subject is allocated once.
+type subjTable struct {
+	ids   map[string]uint32
+	names []string
+}
+
+func (t *subjTable) id(b []byte) uint32 {
+	if id, ok := t.ids[string(b)]; ok {
+		return id
+	}
+	if t.ids == nil {
+		t.ids = make(map[string]uint32)
+	}
+	name := string(b)
+	t.names = append(t.names, name)
+	t.ids[name] = uint32(len(t.names))
+	return uint32(len(t.names))
+}
+
+func (t *subjTable) name(id uint32) string { return t.names[id-1] }
 
 type scanResult struct {
 	recs     []scanRec
@@ -232,7 +255,9 @@ type scanResult struct {
 // so one flipped bit costs one record, not the rest of the block. A zero
 // length word is the end only when nothing but zeros follows it; otherwise
 // (a length flipped to zero, say) it is damage like any other.
-func scanBlock(data []byte, c *cryptor) scanResult {
+//
+// Subjects are numbered in subjs, or not recorded when subjs is nil.
+func scanBlock(data []byte, c *cryptor, subjs *subjTable) scanResult {
 	var res scanResult
 	nz := lastNonZero(data) // no record starts at or after nz: it would be all zero
 	off := 0
@@ -240,7 +265,7 @@ func scanBlock(data []byte, c *cryptor) scanResult {
 	for off < nz {
 		rv, n, ok := decodeAt(data[off:], c)
 		if ok {
-			res.add(rv, off, n, &lastSeq)
+			res.add(rv, off, n, &lastSeq, subjs)
 			off += n
 			res.validEnd = int64(off)
 			continue
@@ -259,7 +284,7 @@ func scanBlock(data []byte, c *cryptor) scanResult {
 			break
 		}
 		res.spans++
-		res.add(rv, found, n, &lastSeq)
+		res.add(rv, found, n, &lastSeq, subjs)
 		off = found + n
 		res.validEnd = int64(off)
 	}
@@ -295,10 +320,10 @@ func decodeAt(b []byte, c *cryptor) (recView, int, bool) {
 	return rv, n, true
 }
 
-func (r *scanResult) add(rv recView, off, n int, lastSeq *uint64) {
+func (r *scanResult) add(rv recView, off, n int, lastSeq *uint64, subjs *subjTable) {
 	sr := scanRec{kind: rv.kind, seq: rv.seq, ts: rv.ts, off: uint32(off), slen: uint32(n)}
-	if rv.kind == kindMsg {
-		sr.subj = string(rv.subj)
+	if rv.kind == kindMsg && subjs != nil {
+		sr.sub = subjs.id(rv.subj)
 	}
 	if rv.kind == kindMsg || rv.kind == kindSkip {
 		*lastSeq = rv.seq

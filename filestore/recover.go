@@ -3,9 +3,12 @@ package filestore
 import (
 	"encoding/binary"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -89,9 +92,12 @@ func parseIndex(b []byte) (*index, bool) {
 }
 
 type loaded struct {
-	b    *block
-	res  scanResult
-	last bool
+	b     *block
+	res   scanResult
+	subjs subjTable // numbers the subjects in res
+	last  bool
+	// damage found while loading, added to the store's once blocks are in
+	torn, spans uint64
 }
 
 // recover rebuilds the whole in-memory state from the blocks, verifying every
@@ -145,18 +151,48 @@ func (s *FileStore) recover() error {
 		}
 	}
 
-	var lds []*loaded
-	for i, id := range ids {
-		ld := &loaded{b: &block{id: id}, last: i == len(ids)-1}
-		if sealed[id] {
-			if ok := s.loadSealed(ld, plain[id]); !ok {
-				continue
+	// Reading and checksumming blocks is most of an open; blocks are
+	// independent until rebuild, so every core takes a share.
+	all := make([]*loaded, len(ids))
+	errs := make([]error, len(ids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(ids)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(ids); i = int(next.Add(1) - 1) {
+				id := ids[i]
+				ld := &loaded{b: &block{id: id}, last: i == len(ids)-1}
+				if sealed[id] {
+					if !s.loadSealed(ld, plain[id]) {
+						continue
+					}
+				} else if errs[i] = s.loadPlain(ld); errs[i] != nil {
+					continue
+				}
+				all[i] = ld
 			}
-		} else if err := s.loadPlain(ld); err != nil {
-			return err
+		}()
+	}
+	wg.Wait()
+	var lds []*loaded
+	for i, ld := range all {
+		if errs[i] != nil {
+			for _, ld := range all {
+				if ld != nil && ld.b.f != nil {
+					ld.b.f.Close()
+				}
+			}
+			return errs[i]
 		}
+		if ld == nil {
+			continue
+		}
+		s.lost.TornBytes += ld.torn
+		s.lost.CorruptSpans += ld.spans
 		lds = append(lds, ld)
-		s.nextID = id
+		s.nextID = ld.b.id
 		s.lastLimit = ld.b.limit
 	}
 	return s.rebuild(lds, ix)
@@ -180,7 +216,7 @@ func (s *FileStore) loadSealed(ld *loaded, hasPlain bool) bool {
 		if rerr == nil {
 			if raw, uerr := s.unseal(data); uerr == nil {
 				ld.b.f, ld.b.sealed, ld.b.size, ld.b.limit = f, true, int64(len(raw)), s.cfg.BlockSize
-				ld.res = scanBlock(raw, nil)
+				ld.res = scanBlock(raw, nil, &ld.subjs)
 				if hasPlain {
 					// The crash came between the rename and removing the old file.
 					_ = s.fs.Remove(s.blockPath(id, false))
@@ -194,7 +230,7 @@ func (s *FileStore) loadSealed(ld *loaded, hasPlain bool) bool {
 		_ = s.fs.Remove(s.blockPath(id, true))
 		return s.loadPlain(ld) == nil
 	}
-	s.lost.CorruptSpans++
+	ld.spans++
 	s.logf("filestore: %s: compressed block %d is damaged; all its messages are lost", s.cfg.Dir, id)
 	if f != nil {
 		ld.b.f, ld.b.sealed, ld.b.limit = f, true, s.cfg.BlockSize
@@ -214,13 +250,13 @@ func (s *FileStore) loadPlain(ld *loaded) error {
 	}
 	ld.b.f = f
 	ld.b.limit = s.recoveredLimit(int64(len(data)))
-	ld.res = scanBlock(data, s.cry)
+	ld.res = scanBlock(data, s.cry, &ld.subjs)
 	ld.b.size = ld.res.validEnd
 	if ld.res.tail > 0 {
 		if ld.last {
 			// A torn write: whatever follows the last valid record was never
 			// acknowledged as durable unless the index says otherwise.
-			s.lost.TornBytes += uint64(ld.res.tail)
+			ld.torn += uint64(ld.res.tail)
 			// It is zeroed (not truncated: the file stays preallocated), and
 			// durably so before anything is appended, so that nothing in it
 			// can ever be read as a record once later writes cover part of it.
@@ -232,12 +268,12 @@ func (s *FileStore) loadPlain(ld *loaded) error {
 				return err
 			}
 		} else {
-			s.lost.CorruptSpans++
+			ld.spans++
 			s.logf("filestore: %s: block %d has %d damaged bytes at its end", s.cfg.Dir, ld.b.id, ld.res.tail)
 		}
 	}
 	if ld.res.spans > 0 {
-		s.lost.CorruptSpans += uint64(ld.res.spans)
+		ld.spans += uint64(ld.res.spans)
 		s.logf("filestore: %s: block %d has %d damaged records ranges", s.cfg.Dir, ld.b.id, ld.res.spans)
 	}
 	return nil
@@ -305,9 +341,10 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 				lastTS = 0
 			}
 			if r.kind == kindMsg && !deleted(r.seq) {
-				ss := s.subjects[r.subj]
+				name := ld.subjs.name(r.sub)
+				ss := s.subjects[name]
 				if ss == nil {
-					ss = s.newSubj(r.subj)
+					ss = s.newSubj(name)
 					ss.first = r.seq
 				}
 				ss.msgs++

@@ -892,7 +892,7 @@ func (s *FileStore) seal(b *block) error {
 	if err != nil {
 		return err
 	}
-	res := scanBlock(data, s.cry)
+	res := scanBlock(data, s.cry, nil)
 	raw := make([]byte, 0, len(data))
 	offs := make(map[uint64][2]uint32, len(res.recs))
 	for _, r := range res.recs {
