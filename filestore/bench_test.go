@@ -213,3 +213,35 @@ func BenchmarkLoadNextFiltered(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendAtLimit appends to a stream held at MaxMsgs, so every
+// append also removes the oldest message (the usual JetStream limits
+// stream). The cost must not grow with the number of blocks before it.
+func BenchmarkAppendAtLimit(b *testing.B) {
+	const limit = 2000000
+	s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog, Limits: Limits{MaxMsgs: limit}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop()
+	payload := make([]byte, 128)
+	store := func(n int) {
+		var wg sync.WaitGroup
+		for i := 0; i < n; i += 50000 {
+			k := min(50000, n-i)
+			wg.Add(k)
+			for j := 0; j < k; j++ {
+				s.StoreAsync("bench.limit", nil, payload, func(uint64, int64, error) { wg.Done() })
+			}
+			wg.Wait()
+		}
+	}
+	store(limit)
+	b.ResetTimer()
+	store(b.N)
+	b.StopTimer()
+	if st := s.FastState(); st.Msgs != limit {
+		b.Fatalf("%d messages, want %d", st.Msgs, limit)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -667,10 +668,9 @@ func (s *FileStore) advanceFirst() {
 		s.first = s.last + 1
 		return
 	}
-	i := 0
-	for i < len(s.blocks) && s.blocks[i].end() <= s.first {
-		i++
-	}
+	// A search, not a walk from the front: limits and purges remove the
+	// first message over and over, and a long stream has thousands of blocks.
+	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].end() > s.first })
 	for ; i < len(s.blocks); i++ {
 		b := s.blocks[i]
 		if b.live == 0 {
