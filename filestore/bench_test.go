@@ -245,3 +245,38 @@ func BenchmarkAppendAtLimit(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 }
+
+// BenchmarkAppendKV updates random keys of a KV bucket: 100,000 subjects,
+// each holding at most history messages (MaxMsgsPerSubject), so nearly
+// every append removes that key's oldest message, which sits far back in
+// the stream among other keys' messages.
+func BenchmarkAppendKV(b *testing.B) {
+	for _, history := range []int64{1, 5} {
+		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
+			s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog,
+				Limits: Limits{MaxMsgsPerSubject: history}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Stop()
+			const keys = 100000
+			rng := rand.New(rand.NewSource(1))
+			payload := make([]byte, 64)
+			store := func(n int) {
+				var wg sync.WaitGroup
+				for i := 0; i < n; i += 10000 {
+					k := min(10000, n-i)
+					wg.Add(k)
+					for j := 0; j < k; j++ {
+						s.StoreAsync(fmt.Sprintf("kv.%d", rng.Intn(keys)), nil, payload, func(uint64, int64, error) { wg.Done() })
+					}
+					wg.Wait()
+				}
+			}
+			store(500000)
+			b.ResetTimer()
+			store(b.N)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"log"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -78,8 +79,60 @@ type subjState struct {
 	name  string
 	id    uint32 // the file store's number for it in ents (unused by the memory store)
 	msgs  uint64
-	first uint64 // hint: no live message of this subject is below it
+	first uint64 // exact while tracked; otherwise no live message of this subject is below it
 	last  uint64
+	// seqs lists every live sequence of the subject, in order, while it has
+	// at most maxTracked messages (tracked). A KV key holds a handful, spread
+	// across the whole stream: without the list, finding its oldest after a
+	// removal meant scanning every message in between (2.4k appends/s for a
+	// bucket of 100,000 keys).
+	seqs    []uint64
+	tracked bool
+}
+
+// maxTracked is a variable only so that tests can make subjects outgrow it.
+var maxTracked = 64
+
+// add counts a new message of the subject, the newest in the store.
+func (ss *subjState) add(seq uint64) {
+	switch {
+	case ss.msgs == 0:
+		ss.first = seq
+		ss.seqs, ss.tracked = append(ss.seqs[:0], seq), true
+	case ss.tracked && len(ss.seqs) < maxTracked:
+		ss.seqs = append(ss.seqs, seq)
+	case ss.tracked:
+		ss.seqs, ss.tracked = nil, false
+	}
+	ss.msgs++
+	ss.last = seq
+}
+
+// remove uncounts the subject's message seq. prev finds the subject's live
+// message before a sequence, by scanning; it is needed only when an
+// untracked subject loses its last message. With no message left the
+// caller drops the subject.
+func (ss *subjState) remove(seq uint64, prev func(before uint64) uint64) {
+	ss.msgs--
+	switch {
+	case ss.msgs == 0:
+		ss.seqs = ss.seqs[:0]
+		return
+	case ss.tracked:
+		if i, ok := slices.BinarySearch(ss.seqs, seq); ok {
+			ss.seqs = slices.Delete(ss.seqs, i, i+1)
+		}
+		ss.first, ss.last = ss.seqs[0], ss.seqs[len(ss.seqs)-1]
+		return
+	case seq == ss.first:
+		ss.first = seq + 1
+	case seq == ss.last:
+		ss.last = prev(seq)
+	}
+	if ss.msgs == 1 { // the one left is the last: the subject can be tracked again
+		ss.first = ss.last
+		ss.seqs, ss.tracked = append(ss.seqs[:0], ss.last), true
+	}
 }
 
 // ent is one sequence's place in its block. A long stream holds tens of

@@ -78,11 +78,7 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 	}
 	ms.last = seq
 	ms.bytes += size
-	if ss.msgs == 0 {
-		ss.first = seq
-	}
-	ss.msgs++
-	ss.last = seq
+	ss.add(seq)
 	ms.enforce(ss)
 	ms.armExpiry()
 	return seq, ts, nil
@@ -117,18 +113,16 @@ func (ms *MemStore) remove(seq uint64) bool {
 	delete(ms.msgs, seq)
 	ms.bytes -= m.size
 	ss := ms.subjects[m.m.Subject]
-	ss.msgs--
-	if ss.msgs == 0 {
-		delete(ms.subjects, ss.name)
-	} else if seq == ss.first {
-		ss.first = seq + 1
-	} else if seq == ss.last {
-		for p := seq - 1; p >= ss.first; p-- {
+	ss.remove(seq, func(before uint64) uint64 {
+		for p := before - 1; p > ss.first; p-- {
 			if pm := ms.msgs[p]; pm != nil && pm.m.Subject == ss.name {
-				ss.last = p
-				break
+				return p
 			}
 		}
+		return ss.first
+	})
+	if ss.msgs == 0 {
+		delete(ms.subjects, ss.name)
 	}
 	if len(ms.msgs) == 0 {
 		ms.first = ms.last + 1

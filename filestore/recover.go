@@ -345,10 +345,8 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 				ss := s.subjects[name]
 				if ss == nil {
 					ss = s.newSubj(name)
-					ss.first = r.seq
 				}
-				ss.msgs++
-				ss.last = r.seq
+				ss.add(r.seq)
 				e.sid = ss.id
 				b.live++
 				s.msgs++

@@ -465,11 +465,7 @@ func (s *FileStore) apply(o *op) {
 		}
 		s.msgs++
 		s.bytes += o.size
-		if ss.msgs == 0 {
-			ss.first = seq
-		}
-		ss.msgs++
-		ss.last = seq
+		ss.add(seq)
 		o.rseq, o.rts = seq, ts
 		o.rec = nil
 		s.enforce(ss)
@@ -644,18 +640,16 @@ func (s *FileStore) removeSeq(seq uint64) bool {
 	}
 	s.msgs--
 	s.bytes -= s.entSize(b, e)
-	ss.msgs--
-	if ss.msgs == 0 {
-		s.dropSubj(ss)
-	} else if seq == ss.first {
-		ss.first = seq + 1
-	} else if seq == ss.last {
-		for p := seq - 1; p >= ss.first; p-- {
+	ss.remove(seq, func(before uint64) uint64 {
+		for p := before - 1; p > ss.first; p-- {
 			if pe := s.entLocked(p); pe != nil && pe.sid == ss.id {
-				ss.last = p
-				break
+				return p
 			}
 		}
+		return ss.first
+	})
+	if ss.msgs == 0 {
+		s.dropSubj(ss)
 	}
 	if seq == s.first {
 		s.advanceFirst()
