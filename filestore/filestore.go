@@ -626,6 +626,13 @@ func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 		if ss = s.subjects[filter]; ss == nil || ss.msgs == 0 {
 			return nil, ErrEOF
 		}
+		if ss.tracked { // its messages are listed: no need to look between them
+			i, _ := slices.BinarySearch(ss.seqs, start)
+			if i == len(ss.seqs) || ss.seqs[i] > s.durable {
+				return nil, ErrEOF
+			}
+			return s.loadLocked(ss.seqs[i])
+		}
 		if start < ss.first {
 			start = ss.first
 		}
@@ -678,6 +685,11 @@ func (s *FileStore) FilteredState(filter string, start uint64) SimpleState {
 // message is looked for.
 func (s *FileStore) subjFromLocked(ss *subjState, start uint64, st *SimpleState) {
 	if ss.msgs == 0 || start > ss.last {
+		return
+	}
+	if ss.tracked {
+		i, _ := slices.BinarySearch(ss.seqs, start)
+		st.add(uint64(len(ss.seqs)-i), ss.seqs[i], ss.last)
 		return
 	}
 	var n, first uint64

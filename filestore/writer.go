@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"time"
 
@@ -543,6 +544,14 @@ func (s *FileStore) apply(o *op) {
 
 // purgeSubj removes every message of ss, one tombstone each.
 func (s *FileStore) purgeSubj(ss *subjState) uint64 {
+	if ss.tracked { // removing them changes the list: walk a copy
+		seqs := slices.Clone(ss.seqs)
+		for _, seq := range seqs {
+			s.removeSeq(seq)
+			s.emitMarker(kindTomb, seq, 0)
+		}
+		return uint64(len(seqs))
+	}
 	var n uint64
 	for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
 		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
