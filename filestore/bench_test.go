@@ -103,18 +103,32 @@ func BenchmarkAppendAsync(b *testing.B) {
 	}
 }
 
+// fill stores n records of size bytes with StoreAsync, record i under
+// subject subj(i), in rounds small enough to stay under MaxPending.
+func fill(b *testing.B, s Store, n, size int, subj func(i int) string) {
+	payload := make([]byte, size)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i += 50000 {
+		k := min(50000, n-i)
+		wg.Add(k)
+		for j := 0; j < k; j++ {
+			s.StoreAsync(subj(i+j), nil, payload, func(_ uint64, _ int64, err error) {
+				if err != nil {
+					b.Error(err)
+				}
+				wg.Done()
+			})
+		}
+		wg.Wait()
+	}
+}
+
 func benchReadStore(b *testing.B, n int) *FileStore {
 	s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog})
 	if err != nil {
 		b.Fatal(err)
 	}
-	payload := make([]byte, 128)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		s.StoreAsync("bench.read", nil, payload, func(uint64, int64, error) { wg.Done() })
-	}
-	wg.Wait()
+	fill(b, s, n, 128, func(int) string { return "bench.read" })
 	return s
 }
 
@@ -157,15 +171,7 @@ func BenchmarkAppendManyBlocks(b *testing.B) {
 			}
 			defer s.Stop()
 			payload := make([]byte, 128)
-			store := func(n int) {
-				var wg sync.WaitGroup
-				wg.Add(n)
-				for i := 0; i < n; i++ {
-					s.StoreAsync("bench.blocks", nil, payload, func(uint64, int64, error) { wg.Done() })
-				}
-				wg.Wait()
-			}
-			store(preload)
+			fill(b, s, preload, len(payload), func(int) string { return "bench.blocks" })
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, _, err := s.StoreMsg("bench.blocks", nil, payload); err != nil {
@@ -189,13 +195,7 @@ func BenchmarkLoadNextFiltered(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Stop()
-	payload := make([]byte, 128)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		s.StoreAsync(fmt.Sprintf("bench.%d.x", i%10), nil, payload, func(uint64, int64, error) { wg.Done() })
-	}
-	wg.Wait()
+	fill(b, s, n, 128, func(i int) string { return fmt.Sprintf("bench.%d.x", i%10) })
 	for _, filter := range []string{"bench.3.x", "*.3.*"} {
 		b.Run(filter, func(b *testing.B) {
 			seq := uint64(1)
@@ -224,21 +224,10 @@ func BenchmarkAppendAtLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Stop()
-	payload := make([]byte, 128)
-	store := func(n int) {
-		var wg sync.WaitGroup
-		for i := 0; i < n; i += 50000 {
-			k := min(50000, n-i)
-			wg.Add(k)
-			for j := 0; j < k; j++ {
-				s.StoreAsync("bench.limit", nil, payload, func(uint64, int64, error) { wg.Done() })
-			}
-			wg.Wait()
-		}
-	}
-	store(limit)
+	subj := func(int) string { return "bench.limit" }
+	fill(b, s, limit, 128, subj)
 	b.ResetTimer()
-	store(b.N)
+	fill(b, s, b.N, 128, subj)
 	b.StopTimer()
 	if st := s.FastState(); st.Msgs != limit {
 		b.Fatalf("%d messages, want %d", st.Msgs, limit)
@@ -261,21 +250,10 @@ func BenchmarkAppendKV(b *testing.B) {
 			defer s.Stop()
 			const keys = 100000
 			rng := rand.New(rand.NewSource(1))
-			payload := make([]byte, 64)
-			store := func(n int) {
-				var wg sync.WaitGroup
-				for i := 0; i < n; i += 10000 {
-					k := min(10000, n-i)
-					wg.Add(k)
-					for j := 0; j < k; j++ {
-						s.StoreAsync(fmt.Sprintf("kv.%d", rng.Intn(keys)), nil, payload, func(uint64, int64, error) { wg.Done() })
-					}
-					wg.Wait()
-				}
-			}
-			store(500000)
+			key := func(int) string { return fmt.Sprintf("kv.%d", rng.Intn(keys)) }
+			fill(b, s, 500000, 64, key)
 			b.ResetTimer()
-			store(b.N)
+			fill(b, s, b.N, 64, key)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 		})
 	}
