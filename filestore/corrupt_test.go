@@ -296,3 +296,28 @@ func TestCorruptWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestMergeRanges(t *testing.T) {
+	for _, c := range []struct {
+		in, want []seqRange
+	}{
+		{nil, nil},
+		{[]seqRange{{5, 9}}, []seqRange{{5, 9}}},
+		{[]seqRange{{20, 30}, {1, 3}, {4, 6}, {25, 40}, {50, 50}}, []seqRange{{1, 6}, {20, 40}, {50, 50}}},
+		{[]seqRange{{1, 100}, {10, 20}, {101, 101}}, []seqRange{{1, 101}}},
+	} {
+		got := mergeRanges(slices.Clone(c.in))
+		if !slices.Equal(got, c.want) {
+			t.Errorf("mergeRanges(%v) = %v, want %v", c.in, got, c.want)
+		}
+		for seq := uint64(0); seq <= 110; seq++ {
+			want := false
+			for _, r := range c.in {
+				want = want || (seq >= r.lo && seq <= r.hi)
+			}
+			if contains(got, seq) != want {
+				t.Errorf("contains(%v, %d) = %v", got, seq, !want)
+			}
+		}
+	}
+}

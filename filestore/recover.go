@@ -1,9 +1,11 @@
 package filestore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -281,6 +283,28 @@ func (s *FileStore) loadPlain(ld *loaded) error {
 
 type seqRange struct{ lo, hi uint64 } // inclusive
 
+// mergeRanges sorts rs and merges overlapping or adjacent ranges, so that
+// contains is a binary search. A long-lived work queue can leave thousands
+// of gap markers, and recovery asks about every record.
+func mergeRanges(rs []seqRange) []seqRange {
+	slices.SortFunc(rs, func(a, b seqRange) int { return cmp.Compare(a.lo, b.lo) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && r.lo <= out[n-1].hi+1 {
+			out[n-1].hi = max(out[n-1].hi, r.hi)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// contains reports whether seq is in one of rs, which mergeRanges made.
+func contains(rs []seqRange, seq uint64) bool {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].hi >= seq })
+	return i < len(rs) && rs[i].lo <= seq
+}
+
 func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	var floor, last uint64
 	tombs := map[uint64]bool{}
@@ -302,16 +326,9 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			}
 		}
 	}
+	gaps = mergeRanges(gaps)
 	deleted := func(seq uint64) bool {
-		if seq < floor || tombs[seq] {
-			return true
-		}
-		for _, g := range gaps {
-			if seq >= g.lo && seq <= g.hi {
-				return true
-			}
-		}
-		return false
+		return seq < floor || tombs[seq] || contains(gaps, seq)
 	}
 
 	var prevEnd uint64

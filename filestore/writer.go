@@ -842,14 +842,43 @@ func (s *FileStore) collectEmpty() {
 	if len(keep) > 0 {
 		earliest = keep[0].first
 	}
+	// What moves is merged: the dropped blocks' ranges and the gaps they
+	// carried become as few gap markers as there are disjoint ranges, the
+	// tombstones inside them go (the gap implies them), and of the floors
+	// only the highest is kept. Moving each marker as it was made a work
+	// queue stuck behind one old message quadratic: every dropped block
+	// carried every marker moved before it, and the markers themselves
+	// filled new blocks.
+	var gaps []seqRange
+	var floor uint64
+	var tombs []uint64
 	for _, b := range gone {
-		if len(b.ents) > 0 && b.first >= earliest {
-			s.emitMarker(kindGap, b.first, int64(b.end()-1))
+		if len(b.ents) > 0 {
+			gaps = append(gaps, seqRange{b.first, b.end() - 1})
 		}
 		for _, m := range b.markers {
-			if m.seq >= earliest {
-				s.emitMarker(m.kind, m.seq, m.aux)
+			switch m.kind {
+			case kindGap:
+				gaps = append(gaps, seqRange{m.seq, uint64(m.aux)})
+			case kindFloor:
+				floor = max(floor, m.seq)
+			default:
+				tombs = append(tombs, m.seq)
 			}
+		}
+	}
+	gaps = mergeRanges(gaps)
+	for _, g := range gaps {
+		if g.lo >= earliest {
+			s.emitMarker(kindGap, g.lo, int64(g.hi))
+		}
+	}
+	if floor >= earliest {
+		s.emitMarker(kindFloor, floor, 0)
+	}
+	for _, seq := range tombs {
+		if seq >= earliest && !contains(gaps, seq) {
+			s.emitMarker(kindTomb, seq, 0)
 		}
 	}
 	s.dead = append(s.dead, gone...)
