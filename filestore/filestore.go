@@ -575,16 +575,8 @@ func (s *FileStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 				break
 			}
 		}
-	case sublist.IsWildcard(filter):
-		for name, ss := range s.subjects {
-			if sublist.MatchFilter(name, filter) {
-				seq = max(seq, s.lastOfLocked(ss))
-			}
-		}
 	default:
-		if ss := s.subjects[filter]; ss != nil {
-			seq = s.lastOfLocked(ss)
-		}
+		eachSubject(s.subjects, filter, func(ss *subjState) { seq = max(seq, s.lastOfLocked(ss)) })
 	}
 	if seq == 0 || seq < s.first {
 		return nil, ErrNotFound
@@ -603,11 +595,8 @@ func (s *FileStore) lastOfLocked(ss *subjState) uint64 {
 }
 
 func (s *FileStore) entLocked(seq uint64) *ent {
-	b := s.findBlock(seq)
-	if b == nil {
-		return nil
-	}
-	return &b.ents[seq-b.first]
+	_, e := s.blockEnt(seq)
+	return e
 }
 
 func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error) {
@@ -666,16 +655,8 @@ func (s *FileStore) FilteredState(filter string, start uint64) SimpleState {
 	switch {
 	case matchesAll(filter):
 		s.allFromLocked(start, &st)
-	case sublist.IsWildcard(filter):
-		for name, ss := range s.subjects {
-			if sublist.MatchFilter(name, filter) {
-				s.subjFromLocked(ss, start, &st)
-			}
-		}
 	default:
-		if ss := s.subjects[filter]; ss != nil {
-			s.subjFromLocked(ss, start, &st)
-		}
+		eachSubject(s.subjects, filter, func(ss *subjState) { s.subjFromLocked(ss, start, &st) })
 	}
 	return st
 }

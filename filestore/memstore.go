@@ -196,16 +196,8 @@ func (ms *MemStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 	case matchesAll(filter):
 		for seq = ms.last; seq >= ms.first && seq > 0 && ms.msgs[seq] == nil; seq-- {
 		}
-	case sublist.IsWildcard(filter):
-		for name, ss := range ms.subjects {
-			if sublist.MatchFilter(name, filter) {
-				seq = max(seq, ss.last)
-			}
-		}
 	default:
-		if ss := ms.subjects[filter]; ss != nil {
-			seq = ss.last
-		}
+		eachSubject(ms.subjects, filter, func(ss *subjState) { seq = max(seq, ss.last) })
 	}
 	m := ms.msgs[seq]
 	if m == nil {
@@ -291,15 +283,7 @@ func (ms *MemStore) PurgeSubject(filter string) (uint64, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	var match []*subjState
-	if sublist.IsWildcard(filter) {
-		for name, ss := range ms.subjects {
-			if sublist.MatchFilter(name, filter) {
-				match = append(match, ss)
-			}
-		}
-	} else if ss := ms.subjects[filter]; ss != nil {
-		match = append(match, ss)
-	}
+	eachSubject(ms.subjects, filter, func(ss *subjState) { match = append(match, ss) })
 	var n uint64
 	for _, ss := range match {
 		for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {

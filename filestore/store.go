@@ -6,6 +6,8 @@ package filestore
 import (
 	"errors"
 	"time"
+
+	"github.com/natsd/natsd/sublist"
 )
 
 // Store is what a stream appends to and reads from. Both FileStore and
@@ -143,6 +145,23 @@ var (
 
 // matchesAll reports whether a filter selects every message.
 func matchesAll(filter string) bool { return filter == "" || filter == ">" }
+
+// eachSubject calls fn for each subject of subjects that filter (a subject
+// or a wildcard filter) selects. A filter that selects everything is the
+// caller's to handle: it has cheaper ways than going subject by subject.
+func eachSubject(subjects map[string]*subjState, filter string, fn func(*subjState)) {
+	if !sublist.IsWildcard(filter) {
+		if ss := subjects[filter]; ss != nil {
+			fn(ss)
+		}
+		return
+	}
+	for name, ss := range subjects {
+		if sublist.MatchFilter(name, filter) {
+			fn(ss)
+		}
+	}
+}
 
 // storedSize is the byte cost a message counts against MaxBytes; it mirrors
 // the on-disk record so that limits track disk use.

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/s2"
-
-	"github.com/natsd/natsd/sublist"
 )
 
 // One writer goroutine applies every mutation. With SyncInterval 0 it
@@ -501,23 +499,14 @@ func (s *FileStore) apply(o *op) {
 		}
 		o.rseq = s.removeBelow(o.n)
 	case opPurgeSubj:
-		switch {
-		case matchesAll(o.subj):
+		if matchesAll(o.subj) {
 			o.rseq = s.removeBelow(s.last + 1)
-		case sublist.IsWildcard(o.subj):
-			var match []*subjState
-			for name, ss := range s.subjects {
-				if sublist.MatchFilter(name, o.subj) {
-					match = append(match, ss)
-				}
-			}
-			for _, ss := range match {
-				o.rseq += s.purgeSubj(ss)
-			}
-		default:
-			if ss := s.subjects[o.subj]; ss != nil {
-				o.rseq = s.purgeSubj(ss)
-			}
+			return
+		}
+		var match []*subjState // purging drops subjects from the map
+		eachSubject(s.subjects, o.subj, func(ss *subjState) { match = append(match, ss) })
+		for _, ss := range match {
+			o.rseq += s.purgeSubj(ss)
 		}
 	case opExpire:
 		s.armed = false
