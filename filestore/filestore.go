@@ -81,17 +81,30 @@ type subjState struct {
 	msgs  uint64
 	first uint64 // exact while tracked; otherwise no live message of this subject is below it
 	last  uint64
-	// seqs lists every live sequence of the subject, in order, while it has
-	// at most maxTracked messages (tracked). A KV key holds a handful, spread
-	// across the whole stream: without the list, finding its oldest after a
-	// removal meant scanning every message in between (2.4k appends/s for a
-	// bucket of 100,000 keys).
+	// seqs lists every live sequence of the subject, in order, while it is
+	// tracked. Finding a subject's oldest message after a removal otherwise
+	// means scanning every other subject's messages in between: a KV bucket
+	// of 100,000 keys managed 2.4k appends/s, and 10,000 keys with a history
+	// of 100 (more than a KV allows, but any stream's MaxMsgsPerSubject may
+	// say so) 17k. A subject is tracked while it has at most maxTracked
+	// messages, whatever their spacing, and beyond that while its messages
+	// are far apart: it gives the list up once they average fewer than
+	// denseGap sequences apart (a scan then finds the next one within a few
+	// entries) and takes one back once they average sparseGap or more.
 	seqs    []uint64
 	tracked bool
 }
 
-// maxTracked is a variable only so that tests can make subjects outgrow it.
-var maxTracked = 64
+// Variables only so that tests can make subjects change state often.
+var (
+	maxTracked = 64
+	denseGap   = 128
+	sparseGap  = 512
+)
+
+// span is how many sequences the subject's messages stretch over; with an
+// untracked subject, whose first is a lower bound, it may be more.
+func (ss *subjState) span() uint64 { return ss.last - ss.first + 1 }
 
 // add counts a new message of the subject, the newest in the store.
 func (ss *subjState) add(seq uint64) {
@@ -99,13 +112,28 @@ func (ss *subjState) add(seq uint64) {
 	case ss.msgs == 0:
 		ss.first = seq
 		ss.seqs, ss.tracked = append(ss.seqs[:0], seq), true
-	case ss.tracked && len(ss.seqs) < maxTracked:
-		ss.seqs = append(ss.seqs, seq)
 	case ss.tracked:
-		ss.seqs, ss.tracked = nil, false
+		if len(ss.seqs) == cap(ss.seqs) {
+			// Removals pop the front, so a list that keeps its length (a key
+			// at its history) runs out of room again and again. Growing by a
+			// quarter instead of append's doubling keeps that cheap (a copy
+			// per quarter turnover) at a quarter of the memory overhead.
+			ss.seqs = append(make([]uint64, 0, len(ss.seqs)+len(ss.seqs)/4+4), ss.seqs...)
+		}
+		ss.seqs = append(ss.seqs, seq)
 	}
 	ss.msgs++
 	ss.last = seq
+	if ss.tracked && ss.msgs > uint64(maxTracked) && ss.span() < uint64(denseGap)*ss.msgs {
+		ss.seqs, ss.tracked = nil, false
+	}
+}
+
+// sparse reports whether an untracked subject's messages look far enough
+// apart to list them. Its first may lag, so the store makes it exact
+// before it decides (see relist).
+func (ss *subjState) sparse() bool {
+	return !ss.tracked && ss.span() >= uint64(sparseGap)*ss.msgs
 }
 
 // remove uncounts the subject's message seq. prev finds the subject's live
@@ -120,7 +148,14 @@ func (ss *subjState) remove(seq uint64, prev func(before uint64) uint64) {
 		return
 	case ss.tracked:
 		if i, ok := slices.BinarySearch(ss.seqs, seq); ok {
-			ss.seqs = slices.Delete(ss.seqs, i, i+1)
+			// A list can be long, and removals cluster at its front (limits,
+			// acks): move whichever side of seq is shorter.
+			if i < len(ss.seqs)/2 {
+				copy(ss.seqs[1:i+1], ss.seqs[:i])
+				ss.seqs = ss.seqs[1:]
+			} else {
+				ss.seqs = slices.Delete(ss.seqs, i, i+1)
+			}
 		}
 		ss.first, ss.last = ss.seqs[0], ss.seqs[len(ss.seqs)-1]
 		return
@@ -133,6 +168,34 @@ func (ss *subjState) remove(seq uint64, prev func(before uint64) uint64) {
 		ss.first = ss.last
 		ss.seqs, ss.tracked = append(ss.seqs[:0], ss.last), true
 	}
+}
+
+// relist decides again whether an untracked subject that looked sparse
+// should be listed. next returns the subject's first live message after a
+// sequence (0 for none up to its last). The first message is found first,
+// from the lower bound, as the next removal would have to anyway; the list
+// is built only if the messages really are far apart, so a subject whose
+// first merely lagged is scanned once and stays untracked with an exact
+// first.
+func (ss *subjState) relist(next func(after uint64) uint64) {
+	first := next(ss.first - 1)
+	if first == 0 {
+		return
+	}
+	ss.first = first
+	if !ss.sparse() {
+		return
+	}
+	seqs := make([]uint64, 1, ss.msgs)
+	seqs[0] = first
+	for uint64(len(seqs)) < ss.msgs {
+		seq := next(seqs[len(seqs)-1])
+		if seq == 0 {
+			return // counts disagree with the messages: stay untracked
+		}
+		seqs = append(seqs, seq)
+	}
+	ss.seqs, ss.tracked = seqs, true
 }
 
 // ent is one sequence's place in its block. A long stream holds tens of

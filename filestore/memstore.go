@@ -79,6 +79,9 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 	ms.last = seq
 	ms.bytes += size
 	ss.add(seq)
+	if ss.sparse() {
+		ss.relist(func(after uint64) uint64 { return ms.nextOf(ss, after) })
+	}
 	ms.enforce(ss)
 	ms.armExpiry()
 	return seq, ts, nil
@@ -88,13 +91,7 @@ func (ms *MemStore) enforce(ss *subjState) {
 	l := &ms.lim
 	if l.MaxMsgsPerSubject > 0 && !l.DiscardNewPerSubject {
 		for ss.msgs > uint64(l.MaxMsgsPerSubject) {
-			seq := ss.first
-			for ; seq <= ss.last; seq++ {
-				if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
-					break
-				}
-			}
-			ms.remove(seq)
+			ms.remove(ms.nextOf(ss, ss.first-1))
 		}
 	}
 	if l.Discard != DiscardOld {
@@ -103,6 +100,17 @@ func (ms *MemStore) enforce(ss *subjState) {
 	for len(ms.msgs) > 0 && ((l.MaxMsgs > 0 && uint64(len(ms.msgs)) > uint64(l.MaxMsgs)) || (l.MaxBytes > 0 && ms.bytes > uint64(l.MaxBytes))) {
 		ms.remove(ms.first)
 	}
+}
+
+// nextOf returns subject ss's first message after sequence after, or 0 if
+// there is none up to its last.
+func (ms *MemStore) nextOf(ss *subjState, after uint64) uint64 {
+	for seq := after + 1; seq <= ss.last; seq++ {
+		if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
+			return seq
+		}
+	}
+	return 0
 }
 
 func (ms *MemStore) remove(seq uint64) bool {

@@ -26,9 +26,10 @@ func TestFileMatchesMem(t *testing.T) {
 // fileMatchesMem runs the comparison on one file store configuration:
 // byte counts depend on how records are framed (encryption) and on sealed
 // blocks (compression), so each gets its turn. "wide" has three subjects
-// with no limit of their own and tracks at most 4 sequences per subject, so
-// subjects keep outgrowing their sequence lists and getting them back when
-// removals leave one message.
+// with no limit of their own, and the thresholds for sequence lists so low
+// that subjects keep giving theirs up (more than 4 messages, averaging
+// under 3 apart) and taking them back (4 or more apart, or one message
+// left).
 func fileMatchesMem(t *testing.T, variant string) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewSource(seed))
@@ -36,9 +37,11 @@ func fileMatchesMem(t *testing.T, variant string) {
 	lim, pool := Limits{MaxMsgsPerSubject: 6}, 4
 	if variant == "wide" {
 		lim, pool = Limits{MaxMsgs: 400}, 1
-		old := maxTracked
-		maxTracked = 4 // so that subjects outgrow their lists all the time
-		t.Cleanup(func() { maxTracked = old })
+		// Subjects outgrow their lists, give them up and take them back all
+		// the time: three subjects interleave about three apart.
+		oldMax, oldDense, oldSparse := maxTracked, denseGap, sparseGap
+		maxTracked, denseGap, sparseGap = 4, 3, 4
+		t.Cleanup(func() { maxTracked, denseGap, sparseGap = oldMax, oldDense, oldSparse })
 	}
 	dir := t.TempDir()
 	cfg := fileCfg(dir, lim)

@@ -384,6 +384,13 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	for _, g := range gaps {
 		last = max(last, g.hi)
 	}
+	// Subjects gave their lists up while their messages were dense so far;
+	// those whose messages ended up far apart take them back.
+	for _, ss := range s.subjects {
+		if ss.sparse() {
+			ss.relist(func(after uint64) uint64 { return s.nextOf(ss, after) })
+		}
+	}
 
 	// Name the lost sequences: holes inside and between blocks, and whatever
 	// the index knew about that the blocks no longer hold.

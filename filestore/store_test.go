@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -1122,4 +1123,104 @@ func TestStuckWorkQueue(t *testing.T) {
 	if b, m := markers(s); m > 4*b+64 {
 		t.Fatalf("%d markers in %d blocks after a reopen", m, b)
 	}
+}
+
+// subjSnapshot is a copy of a store's state for one subject.
+type subjSnapshot struct {
+	Msgs, First, Last uint64
+	Tracked           bool
+	Seqs              []uint64
+}
+
+func subjOf(s Store, name string) subjSnapshot {
+	var ss *subjState
+	switch s := s.(type) {
+	case *FileStore:
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		ss = s.subjects[name]
+	case *MemStore:
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		ss = s.subjects[name]
+	}
+	if ss == nil {
+		return subjSnapshot{}
+	}
+	snap := subjSnapshot{Msgs: ss.msgs, Last: ss.last, Tracked: ss.tracked}
+	if ss.tracked {
+		snap.First, snap.Seqs = ss.first, slices.Clone(ss.seqs)
+	}
+	return snap
+}
+
+// TestSubjectLists walks one subject through the states of its sequence
+// list, with thresholds small enough to see them: a run of messages close
+// together gives the list up, messages far apart take it back (also on
+// reopen), and removals anywhere keep it exact.
+func TestSubjectLists(t *testing.T) {
+	oldMax, oldDense, oldSparse := maxTracked, denseGap, sparseGap
+	maxTracked, denseGap, sparseGap = 4, 4, 16
+	defer func() { maxTracked, denseGap, sparseGap = oldMax, oldDense, oldSparse }()
+	seqRange := func(lo, hi uint64) []uint64 {
+		var r []uint64
+		for seq := lo; seq <= hi; seq++ {
+			r = append(r, seq)
+		}
+		return r
+	}
+	forEach(t, func(t *testing.T, k storeKind) {
+		dir := t.TempDir()
+		s := k.open(t, dir, Limits{})
+		defer func() { s.Stop() }()
+		reopen := func() {
+			if _, ok := s.(*MemStore); !ok {
+				s.Stop()
+				s = k.open(t, dir, Limits{})
+			}
+		}
+		want := func(step string, w subjSnapshot) {
+			t.Helper()
+			if got := subjOf(s, "a"); !reflect.DeepEqual(got, w) {
+				t.Fatalf("%s: subject a is %+v, want %+v", step, got, w)
+			}
+		}
+		for i := 0; i < 10; i++ {
+			mustStore(t, s, "a", "x") // 1..10
+		}
+		want("10 in a row", subjSnapshot{Msgs: 10, Last: 10})
+		for i := 0; i < 200; i++ {
+			mustStore(t, s, "b", "x") // 11..210
+		}
+		mustStore(t, s, "a", "x") // 211: 11 messages over 211 sequences
+		listed := subjSnapshot{Msgs: 11, First: 1, Last: 211, Tracked: true, Seqs: append(seqRange(1, 10), 211)}
+		want("far apart", listed)
+		reopen()
+		want("far apart, reopened", listed)
+		for _, seq := range []uint64{5, 1, 211, 9} {
+			if ok, err := s.RemoveMsg(seq); !ok || err != nil {
+				t.Fatalf("RemoveMsg(%d) = %v, %v", seq, ok, err)
+			}
+		}
+		want("after removals", subjSnapshot{Msgs: 7, First: 2, Last: 10, Tracked: true, Seqs: []uint64{2, 3, 4, 6, 7, 8, 10}})
+		if m, err := s.LoadNextMsg("a", 5); err != nil || m.Seq != 6 {
+			t.Fatalf("LoadNextMsg(a, 5) = %v, %v", m, err)
+		}
+		if got, w := s.FilteredState("a", 3), (SimpleState{Msgs: 6, First: 3, Last: 10}); got != w {
+			t.Fatalf("FilteredState(a, 3) = %+v, want %+v", got, w)
+		}
+		for i := 0; i < 100; i++ {
+			mustStore(t, s, "a", "x") // 212..311
+		}
+		dense := subjSnapshot{Msgs: 107, Last: 311}
+		want("close together again", dense)
+		reopen()
+		want("close together, reopened", dense)
+		if m, err := s.LoadNextMsg("a", 11); err != nil || m.Seq != 212 {
+			t.Fatalf("LoadNextMsg(a, 11) = %v, %v", m, err)
+		}
+		if got, w := s.FilteredState("a", 0), (SimpleState{Msgs: 107, First: 2, Last: 311}); got != w {
+			t.Fatalf("FilteredState(a, 0) = %+v, want %+v", got, w)
+		}
+	})
 }

@@ -465,6 +465,9 @@ func (s *FileStore) apply(o *op) {
 		s.msgs++
 		s.bytes += o.size
 		ss.add(seq)
+		if ss.sparse() {
+			ss.relist(func(after uint64) uint64 { return s.nextOf(ss, after) })
+		}
 		o.rseq, o.rts = seq, ts
 		o.rec = nil
 		s.enforce(ss)
@@ -585,10 +588,24 @@ func (s *FileStore) enforce(ss *subjState) {
 }
 
 func (s *FileStore) subjFirst(ss *subjState) uint64 {
-	for seq := max(ss.first, s.first); seq <= ss.last; seq++ {
-		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
-			ss.first = seq
-			return seq
+	seq := s.nextOf(ss, max(ss.first, s.first)-1)
+	if seq != 0 {
+		ss.first = seq
+	}
+	return seq
+}
+
+// nextOf returns subject ss's first live message after sequence after, or
+// 0 if there is none up to its last; mu held.
+func (s *FileStore) nextOf(ss *subjState, after uint64) uint64 {
+	start := max(after+1, s.first)
+	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].end() > start })
+	for ; i < len(s.blocks) && s.blocks[i].first <= ss.last; i++ {
+		b := s.blocks[i]
+		for seq := max(start, b.first); seq < b.end() && seq <= ss.last; seq++ {
+			if b.ents[seq-b.first].sid == ss.id {
+				return seq
+			}
 		}
 	}
 	return 0
