@@ -60,6 +60,8 @@ const (
 	opPurgeSubj
 	opCompact
 	opExpire
+	opLimits
+	opWatch
 )
 
 type op struct {
@@ -69,6 +71,9 @@ type op struct {
 	size uint64
 	n    uint64
 	cb   func(seq uint64, ts int64, err error)
+	// opLimits, opWatch
+	lim   *Limits
+	watch StorageUpdate
 	// results, filled by the writer
 	rseq uint64
 	rts  int64
@@ -271,6 +276,11 @@ type FileStore struct {
 	durable   uint64 // readers see no seq above it: it is not yet acknowledged
 	lost      LostInfo
 	readErrs  atomic.Uint64
+	rep       reporter // writer, under mu
+
+	// Limits.MaxMsgSize, checked by the caller of StoreAsync; the writer
+	// owns the rest of cfg.Limits.
+	maxMsgSize atomic.Int32
 
 	cmu   sync.Mutex
 	cache map[*block][]byte
@@ -346,6 +356,7 @@ func Open(cfg Config) (*FileStore, error) {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
+	s.maxMsgSize.Store(cfg.Limits.MaxMsgSize)
 	if err := s.fs.MkdirAll(s.dir); err != nil {
 		return nil, err
 	}
@@ -383,7 +394,7 @@ func (s *FileStore) blockPath(id uint64, sealed bool) string {
 // ---- public API ----
 
 func (s *FileStore) StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error)) {
-	if err := checkMsg(&s.cfg.Limits, subj, hdr, msg); err != nil {
+	if err := checkMsg(s.maxMsgSize.Load(), subj, hdr, msg); err != nil {
 		if cb != nil {
 			cb(0, 0, err)
 		}
@@ -396,11 +407,11 @@ func (s *FileStore) StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64,
 	}
 }
 
-func checkMsg(l *Limits, subj string, hdr, msg []byte) error {
+func checkMsg(maxSize int32, subj string, hdr, msg []byte) error {
 	if subj == "" || len(subj) > 0xffff {
 		return ErrBadSubject
 	}
-	if l.MaxMsgSize > 0 && len(hdr)+len(msg) > int(l.MaxMsgSize) {
+	if maxSize > 0 && len(hdr)+len(msg) > int(maxSize) {
 		return ErrMaxMsgSize
 	}
 	return nil
@@ -424,7 +435,7 @@ func (s *FileStore) wait(o *op) (uint64, int64, error) {
 }
 
 func (s *FileStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error) {
-	if err := checkMsg(&s.cfg.Limits, subj, hdr, msg); err != nil {
+	if err := checkMsg(s.maxMsgSize.Load(), subj, hdr, msg); err != nil {
 		return 0, 0, err
 	}
 	return s.wait(&op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
@@ -460,6 +471,15 @@ func (s *FileStore) PurgeSubject(subj string) (uint64, error) {
 func (s *FileStore) Compact(seq uint64) (uint64, error) {
 	n, _, err := s.wait(&op{kind: opCompact, n: seq})
 	return n, err
+}
+
+func (s *FileStore) UpdateLimits(l Limits) error {
+	_, _, err := s.wait(&op{kind: opLimits, lim: &l})
+	return err
+}
+
+func (s *FileStore) RegisterStorageUpdates(fn StorageUpdate) {
+	s.wait(&op{kind: opWatch, watch: fn})
 }
 
 // enqueue queues o for the writer. With bounded (StoreAsync) it refuses o,

@@ -1,6 +1,8 @@
 package filestore
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,8 @@ type MemStore struct {
 	lastTS   int64
 	closed   bool
 	timer    *time.Timer
+	timerGen uint64 // a timer armed before UpdateLimits changed MaxAge finds it changed
+	rep      reporter
 }
 
 type memMsg struct {
@@ -42,12 +46,12 @@ func (ms *MemStore) StoreAsync(subj string, hdr, msg []byte, cb func(uint64, int
 }
 
 func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error) {
-	if err := checkMsg(&ms.lim, subj, hdr, msg); err != nil {
-		return 0, 0, err
-	}
 	size := storedSize(subj, hdr, msg)
 	ms.mu.Lock()
-	defer ms.mu.Unlock()
+	defer ms.unlock()
+	if err := checkMsg(ms.lim.MaxMsgSize, subj, hdr, msg); err != nil {
+		return 0, 0, err
+	}
 	if ms.closed {
 		return 0, 0, ErrClosed
 	}
@@ -78,6 +82,7 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 	}
 	ms.last = seq
 	ms.bytes += size
+	ms.rep.add(1, int64(size), seq, subj)
 	ss.add(seq)
 	if ss.sparse() {
 		ss.relist(func(after uint64) uint64 { return ms.nextOf(ss, after) })
@@ -90,16 +95,72 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 func (ms *MemStore) enforce(ss *subjState) {
 	l := &ms.lim
 	if l.MaxMsgsPerSubject > 0 && !l.DiscardNewPerSubject {
-		for ss.msgs > uint64(l.MaxMsgsPerSubject) {
-			ms.remove(ms.nextOf(ss, ss.first-1))
-		}
+		ms.trimSubject(ss, uint64(l.MaxMsgsPerSubject))
 	}
+	ms.trimOldest()
+}
+
+func (ms *MemStore) trimSubject(ss *subjState, keep uint64) {
+	for ss.msgs > keep {
+		ms.remove(ms.nextOf(ss, ss.first-1))
+	}
+}
+
+func (ms *MemStore) trimOldest() {
+	l := &ms.lim
 	if l.Discard != DiscardOld {
 		return
 	}
 	for len(ms.msgs) > 0 && ((l.MaxMsgs > 0 && uint64(len(ms.msgs)) > uint64(l.MaxMsgs)) || (l.MaxBytes > 0 && ms.bytes > uint64(l.MaxBytes))) {
 		ms.remove(ms.first)
 	}
+}
+
+func (ms *MemStore) UpdateLimits(l Limits) error {
+	ms.mu.Lock()
+	defer ms.unlock()
+	old := ms.lim
+	ms.lim = l
+	if n := l.MaxMsgsPerSubject; n > 0 && (old.MaxMsgsPerSubject <= 0 || n < old.MaxMsgsPerSubject) {
+		var over []*subjState
+		for _, ss := range ms.subjects {
+			if ss.msgs > uint64(n) {
+				over = append(over, ss)
+			}
+		}
+		// In name order, so that what is reported does not depend on the map's.
+		slices.SortFunc(over, func(a, b *subjState) int { return strings.Compare(a.name, b.name) })
+		for _, ss := range over {
+			ms.trimSubject(ss, uint64(n))
+		}
+	}
+	ms.trimOldest()
+	if l.MaxAge != old.MaxAge && ms.timer != nil {
+		ms.timer.Stop()
+		ms.timer = nil
+		ms.timerGen++
+	}
+	if !ms.closed {
+		ms.armExpiry()
+	}
+	return nil
+}
+
+func (ms *MemStore) RegisterStorageUpdates(fn StorageUpdate) {
+	ms.mu.Lock()
+	defer ms.unlock()
+	ms.rep.fn = fn
+	if ms.bytes > 0 {
+		ms.rep.add(0, int64(ms.bytes), 0, "")
+	}
+}
+
+// unlock releases the lock, then reports what the locked section changed,
+// so that the function told may call back into the store.
+func (ms *MemStore) unlock() {
+	fn, ups := ms.rep.fn, ms.rep.take()
+	ms.mu.Unlock()
+	deliver(fn, ups)
 }
 
 // nextOf returns subject ss's first message after sequence after, or 0 if
@@ -120,6 +181,7 @@ func (ms *MemStore) remove(seq uint64) bool {
 	}
 	delete(ms.msgs, seq)
 	ms.bytes -= m.size
+	ms.rep.add(-1, -int64(m.size), seq, m.m.Subject)
 	ss := ms.subjects[m.m.Subject]
 	ss.remove(seq, func(before uint64) uint64 {
 		for p := before - 1; p > ss.first; p-- {
@@ -146,12 +208,16 @@ func (ms *MemStore) armExpiry() {
 		return
 	}
 	d := time.Duration(ms.msgs[ms.first].m.TS + int64(ms.lim.MaxAge) - time.Now().UnixNano())
-	ms.timer = time.AfterFunc(max(d, time.Millisecond), ms.expire)
+	gen := ms.timerGen
+	ms.timer = time.AfterFunc(max(d, time.Millisecond), func() { ms.expire(gen) })
 }
 
-func (ms *MemStore) expire() {
+func (ms *MemStore) expire(gen uint64) {
 	ms.mu.Lock()
-	defer ms.mu.Unlock()
+	defer ms.unlock()
+	if gen != ms.timerGen {
+		return
+	}
 	ms.timer = nil
 	if ms.closed {
 		return
@@ -269,14 +335,15 @@ func (ms *MemStore) FilteredState(filter string, start uint64) SimpleState {
 
 func (ms *MemStore) RemoveMsg(seq uint64) (bool, error) {
 	ms.mu.Lock()
-	defer ms.mu.Unlock()
+	defer ms.unlock()
 	return ms.remove(seq), nil
 }
 
 func (ms *MemStore) Purge() (uint64, error) {
 	ms.mu.Lock()
-	defer ms.mu.Unlock()
+	defer ms.unlock()
 	n := uint64(len(ms.msgs))
+	ms.rep.inBulk("", func() { ms.rep.add(-int64(n), -int64(ms.bytes), 0, "") })
 	ms.msgs = map[uint64]*memMsg{}
 	ms.subjects = map[string]*subjState{}
 	ms.bytes = 0
@@ -289,30 +356,34 @@ func (ms *MemStore) PurgeSubject(filter string) (uint64, error) {
 		return ms.Purge()
 	}
 	ms.mu.Lock()
-	defer ms.mu.Unlock()
+	defer ms.unlock()
 	var match []*subjState
 	eachSubject(ms.subjects, filter, func(ss *subjState) { match = append(match, ss) })
 	var n uint64
-	for _, ss := range match {
-		for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
-			if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
-				ms.remove(seq)
-				n++
+	ms.rep.inBulk(filter, func() {
+		for _, ss := range match {
+			for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
+				if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
+					ms.remove(seq)
+					n++
+				}
 			}
 		}
-	}
+	})
 	return n, nil
 }
 
 func (ms *MemStore) Compact(seq uint64) (uint64, error) {
 	ms.mu.Lock()
-	defer ms.mu.Unlock()
+	defer ms.unlock()
 	var n uint64
-	for s := ms.first; s < seq && s <= ms.last; s++ {
-		if ms.remove(s) {
-			n++
+	ms.rep.inBulk("", func() {
+		for s := ms.first; s < seq && s <= ms.last; s++ {
+			if ms.remove(s) {
+				n++
+			}
 		}
-	}
+	})
 	if seq > ms.last+1 {
 		ms.last = seq - 1
 	}

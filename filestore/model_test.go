@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,6 +59,15 @@ func fileMatchesMem(t *testing.T, variant string) {
 	defer func() { fs.Stop() }()
 	ms := NewMemStore(lim)
 	defer ms.Stop()
+	// Both stores report every change; the reports must be the same and
+	// must add up to the state.
+	var fsW, msW watcher
+	fs.RegisterStorageUpdates(fsW.update)
+	ms.RegisterStorageUpdates(msW.update)
+	// UpdateLimits picks among these; each store must trim the same way.
+	limits := []Limits{lim, {MaxMsgsPerSubject: 3}, {MaxMsgsPerSubject: 6, MaxMsgs: 20},
+		{MaxMsgs: 30, MaxBytes: 4000}, {MaxMsgsPerSubject: 2, DiscardNewPerSubject: true},
+		{MaxMsgs: 25, Discard: DiscardNew}, {}, {MaxMsgSize: 100, MaxMsgsPerSubject: 5}}
 	subj := func() string { return fmt.Sprintf("s.%d.%d", rng.Intn(pool), rng.Intn(3)) }
 	// A filter is a subject, a wildcard filter, or one that matches all.
 	wild := []string{"s.*.1", "s.2.*", "s.>", "s.3.>", "*.*.2", "*.1.*", "s.*", "t.>", ">", ""}
@@ -185,6 +195,10 @@ func fileMatchesMem(t *testing.T, variant string) {
 		case op < 97:
 			seq := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			same(step, fmt.Sprintf("load %d", seq), load(fs.LoadMsg(seq)), load(ms.LoadMsg(seq)))
+		case op < 98:
+			cfg.Limits = limits[rng.Intn(len(limits))]
+			errA, errB := fs.UpdateLimits(cfg.Limits), ms.UpdateLimits(cfg.Limits)
+			same(step, fmt.Sprintf("limits %+v", cfg.Limits), errA, errB)
 		default:
 			if err := fs.Stop(); err != nil {
 				t.Fatal(err)
@@ -192,9 +206,56 @@ func fileMatchesMem(t *testing.T, variant string) {
 			if fs, err = Open(cfg); err != nil {
 				t.Fatal(err)
 			}
+			fsW.reset()
+			fs.RegisterStorageUpdates(fsW.update)
+			st := fs.FastState()
+			var first []update // what the store already holds, when it holds anything
+			if st.Bytes > 0 {
+				first = []update{{0, int64(st.Bytes), 0, ""}}
+			}
+			same(step, "first report after reopen", fsW.take(), first)
+			fsW.msgs = int64(st.Msgs)
 		}
 		a, b := fs.State(), ms.State()
 		a.FirstTS, a.LastTS, b.FirstTS, b.LastTS = 0, 0, 0, 0
 		same(step, "state", a, b)
+		same(step, "storage updates", fsW.take(), msW.take())
+		same(step, "storage updates add up", [2]int64{fsW.msgs, fsW.bytes}, [2]int64{int64(a.Msgs), int64(a.Bytes)})
 	}
+}
+
+// watcher records a store's storage updates and keeps their running sums.
+type watcher struct {
+	mu          sync.Mutex
+	ups         []update
+	msgs, bytes int64
+}
+
+func (w *watcher) update(msgs, bytes int64, seq uint64, subj string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ups = append(w.ups, update{msgs, bytes, seq, subj})
+	w.msgs += msgs
+	w.bytes += bytes
+}
+
+// take returns the updates recorded since the last take.
+func (w *watcher) take() []update {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	u := w.ups
+	w.ups = nil
+	return u
+}
+
+func (w *watcher) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ups)
+}
+
+func (w *watcher) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ups, w.msgs, w.bytes = nil, 0, 0
 }

@@ -50,7 +50,86 @@ type Store interface {
 	// Lost describes records found damaged or missing when the store was
 	// opened or read; they are never returned as data.
 	Lost() LostInfo
+	// UpdateLimits replaces the store's limits and applies them at once, as
+	// nats-server does when a stream's config is updated: a lowered
+	// MaxMsgsPerSubject trims every subject to its newest messages (whatever
+	// DiscardNewPerSubject says), lowered MaxMsgs or MaxBytes trim the oldest
+	// messages under DiscardOld (under DiscardNew they only refuse new ones),
+	// and a changed MaxAge applies from now on. The file store does not
+	// persist limits: the caller passes them to Open again.
+	UpdateLimits(l Limits) error
+	// RegisterStorageUpdates sets the function told of every message stored
+	// and removed, whatever removed it (see StorageUpdate), so that the
+	// stream above can keep account usage and consumers' pending counts. It
+	// is called first with the bytes already held, (0, bytes, 0, ""), as
+	// nats-server's is. The file store reports a change once it is durable,
+	// before the acknowledgements of the same commit, on its writer: fn must
+	// not block, nor call the store's blocking methods. nil stops the reports.
+	RegisterStorageUpdates(fn StorageUpdate)
 	Stop() error
+}
+
+// StorageUpdate reports a change in what a store holds. msgs and bytes are
+// deltas, negative for removals. A message stored or removed on its own
+// (RemoveMsg, limits, expiry) is reported alone, with its seq and subject;
+// a purge or a compaction is reported as one sum with seq 0 and subject
+// the purge's filter ("" for all). These are nats-server's arguments.
+type StorageUpdate func(msgs, bytes int64, seq uint64, subj string)
+
+type update struct {
+	msgs, bytes int64
+	seq         uint64
+	subj        string
+}
+
+// reporter gathers a store's storage updates while its lock is held, for
+// delivery once it is released (and, for the file store, once durable).
+type reporter struct {
+	fn   StorageUpdate
+	pend []update
+	bulk *update // a purge or compaction in progress: removals add up here
+}
+
+func (r *reporter) add(msgs, bytes int64, seq uint64, subj string) {
+	switch {
+	case r.fn == nil:
+	case r.bulk != nil:
+		r.bulk.msgs += msgs
+		r.bulk.bytes += bytes
+	default:
+		r.pend = append(r.pend, update{msgs, bytes, seq, subj})
+	}
+}
+
+// inBulk runs fn, reporting everything it removes as one update.
+func (r *reporter) inBulk(filter string, fn func()) {
+	if r.fn == nil {
+		fn()
+		return
+	}
+	r.bulk = &update{subj: filter}
+	fn()
+	b := r.bulk
+	r.bulk = nil
+	if b.msgs != 0 {
+		r.pend = append(r.pend, *b)
+	}
+}
+
+// take hands the pending updates over.
+func (r *reporter) take() []update {
+	p := r.pend
+	r.pend = nil
+	return p
+}
+
+func deliver(fn StorageUpdate, ups []update) {
+	if fn == nil {
+		return
+	}
+	for _, u := range ups {
+		fn(u.msgs, u.bytes, u.seq, u.subj)
+	}
 }
 
 // StoredMsg is one message as returned by the Load methods. Its slices are

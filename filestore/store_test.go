@@ -1224,3 +1224,120 @@ func TestSubjectLists(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateLimits changes a live store's limits: a lowered per-subject
+// limit trims every subject to its newest messages (even with
+// DiscardNewPerSubject, as nats-server does), lowered MaxMsgs and MaxBytes
+// trim the oldest under DiscardOld and only refuse under DiscardNew, a new
+// MaxMsgSize refuses at once, and a new MaxAge expires what is already too
+// old. Each removal is reported.
+func TestUpdateLimits(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		s := k.open(t, t.TempDir(), Limits{})
+		defer s.Stop()
+		var w watcher
+		s.RegisterStorageUpdates(w.update)
+		for i := 0; i < 10; i++ {
+			mustStore(t, s, "a", "x") // a: odd seqs 1..19
+			mustStore(t, s, "b", "y") // b: even seqs 2..20
+		}
+		size := w.take()[0].bytes // every message is the same size
+		setLimits := func(l Limits) {
+			t.Helper()
+			if err := s.UpdateLimits(l); err != nil {
+				t.Fatalf("UpdateLimits(%+v): %v", l, err)
+			}
+		}
+		removed := func(step string, subj func(seq uint64) string, seqs ...uint64) {
+			t.Helper()
+			var want []update
+			for _, seq := range seqs {
+				want = append(want, update{-1, -size, seq, subj(seq)})
+			}
+			if got := w.take(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: reported %+v, want %+v", step, got, want)
+			}
+		}
+		bySeq := func(seq uint64) string { return map[uint64]string{0: "b", 1: "a"}[seq%2] }
+
+		setLimits(Limits{MaxMsgsPerSubject: 3, DiscardNewPerSubject: true})
+		removed("per subject", bySeq, 1, 3, 5, 7, 9, 11, 13, 2, 4, 6, 8, 10, 12, 14) // subjects in name order
+		if st := s.State(); st.Msgs != 6 || st.FirstSeq != 15 || st.Subjects["a"] != 3 {
+			t.Fatalf("after MaxMsgsPerSubject 3: %+v", st)
+		}
+		if _, _, err := s.StoreMsg("a", nil, []byte("x")); err != ErrMaxMsgsPerSubj {
+			t.Fatalf("store with subject a full: %v", err)
+		}
+
+		setLimits(Limits{MaxMsgs: 4, Discard: DiscardNew})
+		removed("MaxMsgs under DiscardNew", bySeq)
+		if _, _, err := s.StoreMsg("c", nil, []byte("z")); err != ErrMaxMsgs {
+			t.Fatalf("store past MaxMsgs under DiscardNew: %v", err)
+		}
+		setLimits(Limits{MaxMsgs: 4})
+		removed("MaxMsgs", bySeq, 15, 16)
+		setLimits(Limits{MaxBytes: 3 * size})
+		removed("MaxBytes", bySeq, 17)
+		if st := s.FastState(); st.Msgs != 3 || st.Bytes != uint64(3*size) || st.FirstSeq != 18 {
+			t.Fatalf("after MaxBytes: %+v", st)
+		}
+
+		setLimits(Limits{MaxMsgSize: 1})
+		if _, _, err := s.StoreMsg("a", nil, []byte("xx")); err != ErrMaxMsgSize {
+			t.Fatalf("store past the new MaxMsgSize: %v", err)
+		}
+		setLimits(Limits{})
+		mustStore(t, s, "a", "xx") // 21
+		w.take()
+
+		setLimits(Limits{MaxAge: time.Millisecond})
+		// The file store reports a removal once it is durable, which may be
+		// after State shows it: wait for the reports themselves.
+		for deadline := time.Now().Add(10 * time.Second); w.count() < 4; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not all expired: %+v", s.FastState())
+			}
+		}
+		got := w.take()
+		if len(got) != 4 || got[0] != (update{-1, -size, 18, "b"}) || got[3].seq != 21 {
+			t.Fatalf("expiry reported %+v", got)
+		}
+	})
+}
+
+// TestStorageUpdatesWaitForSync holds the file store's writer inside an
+// fsync: the store of a record is reported only once it is durable, and
+// before its acknowledgement.
+func TestStorageUpdatesWaitForSync(t *testing.T) {
+	g := &gateFS{entered: make(chan struct{}, 1)}
+	cfg := fileCfg(t.TempDir(), Limits{})
+	cfg.FS = g
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	defer g.open()
+	mustStore(t, s, "a", "first")
+	events := make(chan string, 4)
+	s.RegisterStorageUpdates(func(msgs, bytes int64, seq uint64, subj string) {
+		events <- fmt.Sprintf("update %d %d %s", msgs, seq, subj)
+	})
+	if e := <-events; e != "update 0 0 " {
+		t.Fatalf("first report %q", e)
+	}
+	g.close()
+	s.StoreAsync("a", nil, []byte("second"), func(seq uint64, _ int64, err error) {
+		events <- fmt.Sprintf("ack %d %v", seq, err)
+	})
+	<-g.entered
+	select {
+	case e := <-events:
+		t.Fatalf("%q before the fsync completed", e)
+	default:
+	}
+	g.open()
+	if e1, e2 := <-events, <-events; e1 != "update 1 2 a" || e2 != "ack 2 <nil>" {
+		t.Fatalf("after the fsync: %q, %q", e1, e2)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -49,6 +50,7 @@ type commit struct {
 	rolled  []*block  // blocks that stopped being active in this commit
 	dead    []*block  // emptied blocks dropped in this commit
 	idx     []byte    // index.db describing the store after this commit, when it changed
+	updates []update  // storage updates, reported once the commit is durable
 }
 
 func (s *FileStore) grouped() bool { return s.cfg.SyncInterval == 0 }
@@ -216,6 +218,9 @@ func (s *FileStore) process(ops []*op) {
 	c.last = s.last
 	c.rolled = append(c.rolled, s.rolled...)
 	c.dead = append(c.dead, s.dead...)
+	if ups := s.rep.take(); len(ups) > 0 {
+		c.updates = append(c.updates, ups...)
+	}
 	s.rolled, s.dead = s.rolled[:0], s.dead[:0]
 	s.mu.Unlock()
 	c.ops = append(c.ops, ops...)
@@ -257,6 +262,9 @@ func (s *FileStore) commit() {
 			c.idx = s.indexBytesLocked(c.last)
 		}
 		s.mu.Unlock()
+	}
+	if err == nil {
+		deliver(s.rep.fn, c.updates)
 	}
 	for _, o := range c.ops {
 		if err != nil && o.err == nil {
@@ -464,6 +472,7 @@ func (s *FileStore) apply(o *op) {
 		}
 		s.msgs++
 		s.bytes += o.size
+		s.rep.add(1, int64(o.size), seq, ss.name)
 		ss.add(seq)
 		if ss.sparse() {
 			ss.relist(func(after uint64) uint64 { return s.nextOf(ss, after) })
@@ -494,22 +503,31 @@ func (s *FileStore) apply(o *op) {
 			o.err = ErrNotFound
 		}
 	case opPurge:
-		o.rseq = s.removeBelow(s.last + 1)
+		s.rep.inBulk("", func() { o.rseq = s.removeBelow(s.last + 1) })
 	case opCompact:
 		if o.n == 0 {
 			o.err = errors.New("filestore: compact to sequence 0")
 			return
 		}
-		o.rseq = s.removeBelow(o.n)
+		s.rep.inBulk("", func() { o.rseq = s.removeBelow(o.n) })
 	case opPurgeSubj:
 		if matchesAll(o.subj) {
-			o.rseq = s.removeBelow(s.last + 1)
+			s.rep.inBulk("", func() { o.rseq = s.removeBelow(s.last + 1) })
 			return
 		}
 		var match []*subjState // purging drops subjects from the map
 		eachSubject(s.subjects, o.subj, func(ss *subjState) { match = append(match, ss) })
-		for _, ss := range match {
-			o.rseq += s.purgeSubj(ss)
+		s.rep.inBulk(o.subj, func() {
+			for _, ss := range match {
+				o.rseq += s.purgeSubj(ss)
+			}
+		})
+	case opLimits:
+		s.setLimits(*o.lim)
+	case opWatch:
+		s.rep.fn = o.watch
+		if s.bytes > 0 {
+			s.rep.add(0, int64(s.bytes), 0, "")
 		}
 	case opExpire:
 		s.armed = false
@@ -563,27 +581,67 @@ var stampNow = func() int64 { return time.Now().UnixNano() }
 func (s *FileStore) enforce(ss *subjState) {
 	l := &s.cfg.Limits
 	if l.MaxMsgsPerSubject > 0 && !l.DiscardNewPerSubject {
-		for ss.msgs > uint64(l.MaxMsgsPerSubject) {
-			seq := s.subjFirst(ss)
-			if seq == 0 {
-				break
-			}
-			if seq == s.first {
-				// Removing from the front needs no tombstone: the floor covers it.
-				s.removeSeq(seq)
-				s.floor = max(s.floor, s.first)
-			} else {
-				s.removeSeq(seq)
-				s.emitMarker(kindTomb, seq, 0)
-			}
+		s.trimSubject(ss, uint64(l.MaxMsgsPerSubject))
+	}
+	s.trimOldest()
+}
+
+// trimSubject removes subject ss's oldest messages until it has keep.
+func (s *FileStore) trimSubject(ss *subjState, keep uint64) {
+	for ss.msgs > keep {
+		seq := s.subjFirst(ss)
+		if seq == 0 {
+			break
+		}
+		if seq == s.first {
+			// Removing from the front needs no tombstone: the floor covers it.
+			s.removeSeq(seq)
+			s.floor = max(s.floor, s.first)
+		} else {
+			s.removeSeq(seq)
+			s.emitMarker(kindTomb, seq, 0)
 		}
 	}
+}
+
+// trimOldest removes the oldest messages while MaxMsgs or MaxBytes is
+// exceeded under DiscardOld.
+func (s *FileStore) trimOldest() {
+	l := &s.cfg.Limits
 	if l.Discard != DiscardOld {
 		return
 	}
 	for s.msgs > 0 && ((l.MaxMsgs > 0 && s.msgs > uint64(l.MaxMsgs)) || (l.MaxBytes > 0 && s.bytes > uint64(l.MaxBytes))) {
 		s.removeSeq(s.first)
 		s.floor = max(s.floor, s.first)
+	}
+}
+
+// setLimits is UpdateLimits on the writer.
+func (s *FileStore) setLimits(l Limits) {
+	old := s.cfg.Limits
+	s.cfg.Limits = l
+	s.maxMsgSize.Store(l.MaxMsgSize)
+	if n := l.MaxMsgsPerSubject; n > 0 && (old.MaxMsgsPerSubject <= 0 || n < old.MaxMsgsPerSubject) {
+		var over []*subjState // trimming may drop subjects from the map
+		for _, ss := range s.subjects {
+			if ss.msgs > uint64(n) {
+				over = append(over, ss)
+			}
+		}
+		// In name order, so that what is reported does not depend on the map's.
+		slices.SortFunc(over, func(a, b *subjState) int { return strings.Compare(a.name, b.name) })
+		for _, ss := range over {
+			s.trimSubject(ss, uint64(n))
+		}
+	}
+	s.trimOldest()
+	if l.MaxAge != old.MaxAge {
+		// armExpiry, after this batch, sets the timer for the new age.
+		s.armed = false
+		if s.timer != nil {
+			s.timer.Stop()
+		}
 	}
 }
 
@@ -653,8 +711,10 @@ func (s *FileStore) removeSeq(seq uint64) bool {
 	if b.live == 0 {
 		s.maybeEmpty = true
 	}
+	size := s.entSize(b, e)
 	s.msgs--
-	s.bytes -= s.entSize(b, e)
+	s.bytes -= size
+	s.rep.add(-1, -int64(size), seq, ss.name)
 	ss.remove(seq, func(before uint64) uint64 {
 		for p := before - 1; p > ss.first; p-- {
 			if pe := s.entLocked(p); pe != nil && pe.sid == ss.id {
