@@ -57,7 +57,7 @@ const (
 	opSkip
 	opRemove
 	opPurge
-	opPurgeSubj
+	opPurgeEx
 	opCompact
 	opExpire
 	opLimits
@@ -70,6 +70,7 @@ type op struct {
 	subj string
 	size uint64
 	n    uint64
+	keep uint64 // opPurgeEx
 	cb   func(seq uint64, ts int64, err error)
 	// opLimits, opWatch
 	lim   *Limits
@@ -463,8 +464,12 @@ func (s *FileStore) Purge() (uint64, error) {
 	return n, err
 }
 
-func (s *FileStore) PurgeSubject(subj string) (uint64, error) {
-	n, _, err := s.wait(&op{kind: opPurgeSubj, subj: subj})
+func (s *FileStore) PurgeSubject(filter string) (uint64, error) {
+	return s.PurgeEx(filter, 0, 0)
+}
+
+func (s *FileStore) PurgeEx(filter string, seq, keep uint64) (uint64, error) {
+	n, _, err := s.wait(&op{kind: opPurgeEx, subj: filter, n: seq, keep: keep})
 	return n, err
 }
 

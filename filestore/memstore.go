@@ -343,7 +343,12 @@ func (ms *MemStore) Purge() (uint64, error) {
 	ms.mu.Lock()
 	defer ms.unlock()
 	n := uint64(len(ms.msgs))
-	ms.rep.inBulk("", func() { ms.rep.add(-int64(n), -int64(ms.bytes), 0, "") })
+	if n == 1 {
+		m := ms.msgs[ms.first]
+		ms.rep.add(-1, -int64(m.size), ms.first, m.m.Subject)
+	} else if n > 1 {
+		ms.rep.add(-int64(n), -int64(ms.bytes), 0, "")
+	}
 	ms.msgs = map[uint64]*memMsg{}
 	ms.subjects = map[string]*subjState{}
 	ms.bytes = 0
@@ -352,21 +357,46 @@ func (ms *MemStore) Purge() (uint64, error) {
 }
 
 func (ms *MemStore) PurgeSubject(filter string) (uint64, error) {
-	if matchesAll(filter) {
+	return ms.PurgeEx(filter, 0, 0)
+}
+
+func (ms *MemStore) PurgeEx(filter string, below, keep uint64) (uint64, error) {
+	all := matchesAll(filter)
+	switch {
+	case below == 1:
+		return 0, nil
+	case all && keep == 0 && below == 0:
 		return ms.Purge()
+	case all && below > 1:
+		return ms.Compact(below)
+	}
+	if filter == "" {
+		filter = ">"
 	}
 	ms.mu.Lock()
 	defer ms.unlock()
-	var match []*subjState
-	eachSubject(ms.subjects, filter, func(ss *subjState) { match = append(match, ss) })
+	var total, lo, hi uint64
+	eachSubject(ms.subjects, filter, func(ss *subjState) {
+		if total == 0 || ss.first < lo {
+			lo = ss.first
+		}
+		total += ss.msgs
+		hi = max(hi, ss.last)
+	})
+	if total == 0 || (keep > 0 && keep >= total) {
+		return 0, nil
+	}
+	quota := total - keep
+	if below > 0 {
+		hi = min(hi, below-1)
+	}
+	wild := sublist.IsWildcard(filter)
 	var n uint64
-	ms.rep.inBulk(filter, func() {
-		for _, ss := range match {
-			for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
-				if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
-					ms.remove(seq)
-					n++
-				}
+	ms.rep.inBulk(func() {
+		for seq := max(lo, ms.first); seq <= hi && n < quota; seq++ {
+			if m := ms.msgs[seq]; m != nil && (all || m.m.Subject == filter || (wild && sublist.MatchFilter(m.m.Subject, filter))) {
+				ms.remove(seq)
+				n++
 			}
 		}
 	})
@@ -377,7 +407,7 @@ func (ms *MemStore) Compact(seq uint64) (uint64, error) {
 	ms.mu.Lock()
 	defer ms.unlock()
 	var n uint64
-	ms.rep.inBulk("", func() {
+	ms.rep.inBulk(func() {
 		for s := ms.first; s < seq && s <= ms.last; s++ {
 			if ms.remove(s) {
 				n++

@@ -134,6 +134,32 @@ func fileMatchesMem(t *testing.T, variant string) {
 		}
 		return n
 	}
+	// oraclePurgeEx lists what PurgeEx should remove, from LoadMsg alone.
+	oraclePurgeEx := func(f string, below, keep uint64) []uint64 {
+		st := ms.FastState()
+		var matched []uint64
+		for seq := st.FirstSeq; seq <= st.LastSeq && seq > 0; seq++ {
+			if m, err := ms.LoadMsg(seq); err == nil && match(m, f) {
+				matched = append(matched, seq)
+			}
+		}
+		switch {
+		case below == 1:
+			return nil
+		case matchesAll(f) && below > 1: // a compaction, whatever keep says
+			keep = 0
+		}
+		if keep >= uint64(len(matched)) && keep > 0 {
+			return nil
+		}
+		matched = matched[:uint64(len(matched))-keep] // the oldest may go
+		for i, seq := range matched {
+			if below > 0 && seq >= below {
+				return matched[:i]
+			}
+		}
+		return matched
+	}
 	for step := 0; step < 3000; step++ {
 		switch op := rng.Intn(100); {
 		case op < 53:
@@ -156,7 +182,7 @@ func fileMatchesMem(t *testing.T, variant string) {
 			a, errA := fs.RemoveMsg(seq)
 			b, errB := ms.RemoveMsg(seq)
 			same(step, fmt.Sprintf("remove %d", seq), []any{a, errA}, []any{b, errB})
-		case op < 73:
+		case op < 71:
 			s := filter()
 			if s == "" && rng.Intn(4) > 0 {
 				s = subj() // purging everything empties the model too often
@@ -167,6 +193,29 @@ func fileMatchesMem(t *testing.T, variant string) {
 			same(step, "purge "+s, []any{a, errA}, []any{b, errB})
 			same(step, "purge count "+s, a, want)
 			same(step, "left after purge "+s, oracleCount(s), uint64(0))
+		case op < 73:
+			s, below, keep := filter(), uint64(0), uint64(0)
+			if rng.Intn(2) == 0 {
+				st := ms.FastState()
+				below = st.FirstSeq + uint64(rng.Int63n(int64(st.LastSeq-st.FirstSeq)+2))
+			}
+			if rng.Intn(2) == 0 {
+				keep = uint64(rng.Intn(8))
+			}
+			if matchesAll(s) && below != 1 && (below > 1 || keep == 0) && rng.Intn(4) > 0 {
+				s = subj() // a purge or compaction of everything: the other cases cover it
+			}
+			want := oraclePurgeEx(s, below, keep)
+			desc := fmt.Sprintf("purge %q below %d keep %d", s, below, keep)
+			a, errA := fs.PurgeEx(s, below, keep)
+			b, errB := ms.PurgeEx(s, below, keep)
+			same(step, desc, []any{a, errA}, []any{b, errB})
+			same(step, desc+" (oracle)", a, uint64(len(want)))
+			for _, seq := range want {
+				if _, err := ms.LoadMsg(seq); err != ErrNotFound {
+					t.Fatalf("step %d, %s: %d is still there (%v)", step, desc, seq, err)
+				}
+			}
 		case op < 74:
 			a, errA := fs.Purge()
 			b, errB := ms.Purge()

@@ -37,6 +37,13 @@ type Store interface {
 	Purge() (uint64, error)
 	// PurgeSubject removes every message whose subject matches filter.
 	PurgeSubject(filter string) (uint64, error)
+	// PurgeEx is JetStream's purge request, as nats-server's: it removes
+	// the messages matching filter below seq (0: no bound), oldest first,
+	// keeping the newest keep of all that match (0: none). With a filter
+	// that matches everything and no keep, it is Purge (seq 0) or
+	// Compact(seq); such a filter with seq > 1 is Compact(seq) whatever
+	// keep says, and seq 1 removes nothing.
+	PurgeEx(filter string, seq, keep uint64) (uint64, error)
 	// FilteredState counts the messages with seq >= start whose subject
 	// matches filter (a consumer's pending count) and names the first and
 	// last of them.
@@ -72,8 +79,9 @@ type Store interface {
 // StorageUpdate reports a change in what a store holds. msgs and bytes are
 // deltas, negative for removals. A message stored or removed on its own
 // (RemoveMsg, limits, expiry) is reported alone, with its seq and subject;
-// a purge or a compaction is reported as one sum with seq 0 and subject
-// the purge's filter ("" for all). These are nats-server's arguments.
+// so is a purge or compaction that removed one message. One that removed
+// more is reported as one sum with seq 0 and no subject. These are
+// nats-server's arguments.
 type StorageUpdate func(msgs, bytes int64, seq uint64, subj string)
 
 type update struct {
@@ -87,13 +95,19 @@ type update struct {
 type reporter struct {
 	fn   StorageUpdate
 	pend []update
-	bulk *update // a purge or compaction in progress: removals add up here
+	// A purge or compaction in progress: its removals add up in bulk, and
+	// first is the first of them, reported alone if it is the only one.
+	bulk  *update
+	first update
 }
 
 func (r *reporter) add(msgs, bytes int64, seq uint64, subj string) {
 	switch {
 	case r.fn == nil:
 	case r.bulk != nil:
+		if r.bulk.msgs == 0 {
+			r.first = update{msgs, bytes, seq, subj}
+		}
 		r.bulk.msgs += msgs
 		r.bulk.bytes += bytes
 	default:
@@ -101,17 +115,21 @@ func (r *reporter) add(msgs, bytes int64, seq uint64, subj string) {
 	}
 }
 
-// inBulk runs fn, reporting everything it removes as one update.
-func (r *reporter) inBulk(filter string, fn func()) {
+// inBulk runs fn, reporting what it removes as one update.
+func (r *reporter) inBulk(fn func()) {
 	if r.fn == nil {
 		fn()
 		return
 	}
-	r.bulk = &update{subj: filter}
+	r.bulk = &update{}
 	fn()
 	b := r.bulk
 	r.bulk = nil
-	if b.msgs != 0 {
+	switch b.msgs {
+	case 0:
+	case -1:
+		r.pend = append(r.pend, r.first)
+	default:
 		r.pend = append(r.pend, *b)
 	}
 }

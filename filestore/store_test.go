@@ -1341,3 +1341,79 @@ func TestStorageUpdatesWaitForSync(t *testing.T) {
 		t.Fatalf("after the fsync: %q, %q", e1, e2)
 	}
 }
+
+// TestPurgeEx pins JetStream's purge requests (filter, below a sequence,
+// keeping the newest) on every store kind, what is left after each, and
+// how each is reported.
+func TestPurgeEx(t *testing.T) {
+	// Nine messages: seqs 1..9 on a.1 a.2 b a.1 a.2 b a.1 a.2 b.
+	subjects := []string{"a.1", "a.2", "b"}
+	cases := []struct {
+		filter      string
+		below, keep uint64
+		removed     uint64
+		left        []uint64
+	}{
+		{"a.*", 0, 2, 4, []uint64{3, 6, 7, 8, 9}},           // the 6 a's less the newest 2
+		{"a.1", 5, 0, 2, []uint64{2, 3, 5, 6, 7, 8, 9}},     // a.1 below 5
+		{"a.1", 4, 0, 1, []uint64{2, 3, 4, 5, 6, 7, 8, 9}},  // one: reported alone
+		{"a.>", 8, 1, 5, []uint64{3, 6, 8, 9}},              // below 8 bounds it before keep does
+		{"", 0, 4, 5, []uint64{6, 7, 8, 9}},                 // the newest 4 of all
+		{">", 7, 3, 6, []uint64{7, 8, 9}},                   // a compaction: keep does not count
+		{"", 1, 0, 0, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}},  // below 1 is nothing
+		{"b", 0, 3, 0, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}}, // keep all three
+		{"c", 0, 0, 0, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}}, // no such subject
+		{"*", 0, 0, 3, []uint64{1, 2, 4, 5, 7, 8}},          // one token: b only
+		{"", 0, 0, 9, nil},                                  // purge
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%q below %d keep %d", c.filter, c.below, c.keep)
+		forEach(t, func(t *testing.T, k storeKind) {
+			s := k.open(t, t.TempDir(), Limits{})
+			defer s.Stop()
+			for i := 0; i < 9; i++ {
+				mustStore(t, s, subjects[i%3], "x")
+			}
+			var w watcher
+			s.RegisterStorageUpdates(w.update)
+			w.take()
+			size := func(seq uint64) int64 { return int64(storedSize(subjects[(seq-1)%3], nil, []byte("x"))) }
+			n, err := s.PurgeEx(c.filter, c.below, c.keep)
+			if err != nil || n != c.removed {
+				t.Fatalf("%s: removed %d, %v; want %d", name, n, err, c.removed)
+			}
+			var left []uint64
+			for seq := uint64(1); seq <= 9; seq++ {
+				if _, err := s.LoadMsg(seq); err == nil {
+					left = append(left, seq)
+				}
+			}
+			if !slices.Equal(left, c.left) {
+				t.Fatalf("%s: left %v, want %v", name, left, c.left)
+			}
+			gone := slices.DeleteFunc(seqsTo(9), func(seq uint64) bool { return slices.Contains(c.left, seq) })
+			var want []update
+			switch {
+			case n == 1:
+				want = []update{{-1, -size(gone[0]), gone[0], subjects[(gone[0]-1)%3]}}
+			case n > 1:
+				var bytes int64
+				for _, seq := range gone {
+					bytes += size(seq)
+				}
+				want = []update{{-int64(n), -bytes, 0, ""}}
+			}
+			if got := w.take(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: reported %+v, want %+v", name, got, want)
+			}
+		})
+	}
+}
+
+func seqsTo(n uint64) []uint64 {
+	var r []uint64
+	for seq := uint64(1); seq <= n; seq++ {
+		r = append(r, seq)
+	}
+	return r
+}

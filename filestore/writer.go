@@ -503,25 +503,24 @@ func (s *FileStore) apply(o *op) {
 			o.err = ErrNotFound
 		}
 	case opPurge:
-		s.rep.inBulk("", func() { o.rseq = s.removeBelow(s.last + 1) })
+		s.rep.inBulk(func() { o.rseq = s.removeBelow(s.last + 1) })
 	case opCompact:
 		if o.n == 0 {
 			o.err = errors.New("filestore: compact to sequence 0")
 			return
 		}
-		s.rep.inBulk("", func() { o.rseq = s.removeBelow(o.n) })
-	case opPurgeSubj:
-		if matchesAll(o.subj) {
-			s.rep.inBulk("", func() { o.rseq = s.removeBelow(s.last + 1) })
-			return
+		s.rep.inBulk(func() { o.rseq = s.removeBelow(o.n) })
+	case opPurgeEx:
+		below, keep := o.n, o.keep
+		switch {
+		case below == 1: // "below 1" is nothing
+		case matchesAll(o.subj) && keep == 0 && below == 0:
+			s.rep.inBulk(func() { o.rseq = s.removeBelow(s.last + 1) })
+		case matchesAll(o.subj) && below > 1:
+			s.rep.inBulk(func() { o.rseq = s.removeBelow(below) })
+		default:
+			s.rep.inBulk(func() { o.rseq = s.purgeEx(o.subj, below, keep) })
 		}
-		var match []*subjState // purging drops subjects from the map
-		eachSubject(s.subjects, o.subj, func(ss *subjState) { match = append(match, ss) })
-		s.rep.inBulk(o.subj, func() {
-			for _, ss := range match {
-				o.rseq += s.purgeSubj(ss)
-			}
-		})
 	case opLimits:
 		s.setLimits(*o.lim)
 	case opWatch:
@@ -552,22 +551,59 @@ func (s *FileStore) apply(o *op) {
 	}
 }
 
-// purgeSubj removes every message of ss, one tombstone each.
-func (s *FileStore) purgeSubj(ss *subjState) uint64 {
-	if ss.tracked { // removing them changes the list: walk a copy
-		seqs := slices.Clone(ss.seqs)
-		for _, seq := range seqs {
-			s.removeSeq(seq)
-			s.emitMarker(kindTomb, seq, 0)
+// purgeEx removes the messages matching filter below seq below (0: no
+// bound), oldest first, leaving the newest keep of all that match; one
+// tombstone each.
+func (s *FileStore) purgeEx(filter string, below, keep uint64) uint64 {
+	if filter == "" {
+		filter = ">" // keep on everything: rare enough to go subject by subject
+	}
+	var match []*subjState
+	var total, lo, hi uint64
+	eachSubject(s.subjects, filter, func(ss *subjState) {
+		match = append(match, ss)
+		if total == 0 || ss.first < lo {
+			lo = ss.first
 		}
-		return uint64(len(seqs))
+		total += ss.msgs
+		hi = max(hi, ss.last)
+	})
+	if total == 0 || (keep > 0 && keep >= total) {
+		return 0
+	}
+	quota := total - keep
+	if below > 0 {
+		hi = min(hi, below-1)
 	}
 	var n uint64
-	for seq := ss.first; seq <= ss.last && ss.msgs > 0; seq++ {
-		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
-			s.removeSeq(seq)
-			s.emitMarker(kindTomb, seq, 0)
-			n++
+	remove := func(seq uint64) {
+		s.removeSeq(seq)
+		s.emitMarker(kindTomb, seq, 0)
+		n++
+	}
+	if len(match) == 1 && match[0].tracked {
+		for _, seq := range slices.Clone(match[0].seqs) { // removing changes the list
+			if seq > hi || n == quota {
+				break
+			}
+			remove(seq)
+		}
+		return n
+	}
+	// Several subjects (or one whose sequences are not listed): walk the
+	// range they span once, in sequence order, which keep needs.
+	want := make([]bool, len(s.subjByID))
+	for _, ss := range match {
+		want[ss.id] = true
+	}
+	lo = max(lo, s.first)
+	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].end() > lo })
+	for ; i < len(s.blocks) && s.blocks[i].first <= hi && n < quota; i++ {
+		b := s.blocks[i]
+		for seq := max(lo, b.first); seq < b.end() && seq <= hi && n < quota; seq++ {
+			if sid := b.ents[seq-b.first].sid; sid != 0 && want[sid] {
+				remove(seq)
+			}
 		}
 	}
 	return n
