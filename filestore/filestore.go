@@ -96,7 +96,12 @@ type subjState struct {
 	// messages, whatever their spacing, and beyond that while its messages
 	// are far apart: it gives the list up once they average fewer than
 	// denseGap sequences apart (a scan then finds the next one within a few
-	// entries) and takes one back once they average sparseGap or more.
+	// hundred entries) and takes one back once they average sparseGap or
+	// more. A long list makes removing from its middle a long copy (a
+	// work queue acked out of order), so a subject also gives its list up
+	// once it has more than 2*listRatio messages per sequence of average
+	// gap, and takes one back only with at most listRatio: a removal's
+	// copy then stays well below the scan the list saves.
 	seqs    []uint64
 	tracked bool
 }
@@ -106,6 +111,7 @@ var (
 	maxTracked = 64
 	denseGap   = 128
 	sparseGap  = 512
+	listRatio  = 4
 )
 
 // span is how many sequences the subject's messages stretch over; with an
@@ -130,8 +136,10 @@ func (ss *subjState) add(seq uint64) {
 	}
 	ss.msgs++
 	ss.last = seq
-	if ss.tracked && ss.msgs > uint64(maxTracked) && ss.span() < uint64(denseGap)*ss.msgs {
-		ss.seqs, ss.tracked = nil, false
+	if ss.tracked && ss.msgs > uint64(maxTracked) {
+		if gap := ss.span() / ss.msgs; gap < uint64(denseGap) || ss.msgs > 2*uint64(listRatio)*gap {
+			ss.seqs, ss.tracked = nil, false
+		}
 	}
 }
 
@@ -139,7 +147,11 @@ func (ss *subjState) add(seq uint64) {
 // apart to list them. Its first may lag, so the store makes it exact
 // before it decides (see relist).
 func (ss *subjState) sparse() bool {
-	return !ss.tracked && ss.span() >= uint64(sparseGap)*ss.msgs
+	if ss.tracked {
+		return false
+	}
+	gap := ss.span() / ss.msgs
+	return gap >= uint64(sparseGap) && ss.msgs <= uint64(listRatio)*gap
 }
 
 // remove uncounts the subject's message seq. prev finds the subject's live
@@ -151,6 +163,10 @@ func (ss *subjState) remove(seq uint64, prev func(before uint64) uint64) {
 	switch {
 	case ss.msgs == 0:
 		ss.seqs = ss.seqs[:0]
+		return
+	case ss.tracked && ss.seqs[0] == seq: // the usual case: limits, acks in order
+		ss.seqs = ss.seqs[1:]
+		ss.first = ss.seqs[0]
 		return
 	case ss.tracked:
 		if i, ok := slices.BinarySearch(ss.seqs, seq); ok {

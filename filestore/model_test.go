@@ -29,7 +29,8 @@ func TestFileMatchesMem(t *testing.T) {
 // blocks (compression), so each gets its turn. "wide" has three subjects
 // with no limit of their own, and the thresholds for sequence lists so low
 // that subjects keep giving theirs up (more than 4 messages, averaging
-// under 3 apart) and taking them back (4 or more apart, or one message
+// under 3 apart or more than 32 per sequence of gap) and taking them back
+// (4 or more apart with at most 16 per sequence of gap, or one message
 // left).
 func fileMatchesMem(t *testing.T, variant string) {
 	seed := time.Now().UnixNano()
@@ -40,9 +41,9 @@ func fileMatchesMem(t *testing.T, variant string) {
 		lim, pool = Limits{MaxMsgs: 400}, 1
 		// Subjects outgrow their lists, give them up and take them back all
 		// the time: three subjects interleave about three apart.
-		oldMax, oldDense, oldSparse := maxTracked, denseGap, sparseGap
-		maxTracked, denseGap, sparseGap = 4, 3, 4
-		t.Cleanup(func() { maxTracked, denseGap, sparseGap = oldMax, oldDense, oldSparse })
+		oldMax, oldDense, oldSparse, oldRatio := maxTracked, denseGap, sparseGap, listRatio
+		maxTracked, denseGap, sparseGap, listRatio = 4, 3, 4, 16
+		t.Cleanup(func() { maxTracked, denseGap, sparseGap, listRatio = oldMax, oldDense, oldSparse, oldRatio })
 	}
 	dir := t.TempDir()
 	cfg := fileCfg(dir, lim)
