@@ -71,7 +71,9 @@ type Store interface {
 	// is called first with the bytes already held, (0, bytes, 0, ""), as
 	// nats-server's is. The file store reports a change once it is durable,
 	// before the acknowledgements of the same commit, on its writer: fn must
-	// not block, nor call the store's blocking methods. nil stops the reports.
+	// not block, nor call the store's blocking methods. The memory store
+	// reports on the caller's goroutine once it has released its lock, so
+	// concurrent callers' reports may interleave. nil stops the reports.
 	RegisterStorageUpdates(fn StorageUpdate)
 	Stop() error
 }
