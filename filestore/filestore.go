@@ -332,6 +332,7 @@ type FileStore struct {
 	rolled     []*block
 	dead       []*block
 	floor      uint64 // floor marker to emit at the end of the batch
+	floorAt    uint64 // the highest floor marker emitted (or recovered)
 	maybeEmpty bool   // a block may have emptied since collectEmpty last looked
 	spareAsked bool   // a spare has been asked for and not yet used
 	lastLimit  int64  // room of the newest block
@@ -829,6 +830,74 @@ func (s *FileStore) allFromLocked(start uint64, st *SimpleState) {
 	st.add(n, first, last)
 }
 
+func (s *FileStore) GetSeqFromTime(t time.Time) uint64 {
+	ts := t.UnixNano()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	// Stamps never go back, so "the first message from x on is stamped at
+	// ts or later (or there is none)" holds for every x past some point:
+	// search for it. Only durable messages count. An entry's time, rounded
+	// up to the millisecond, settles most probes without reading a record.
+	end := s.durable + 1
+	if s.first >= end {
+		return end
+	}
+	next := func(x uint64) (*block, *ent, uint64) {
+		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].end() > x })
+		for ; i < len(s.blocks) && s.blocks[i].first < end; i++ {
+			b := s.blocks[i]
+			if b.live == 0 {
+				continue
+			}
+			for seq := max(x, b.first); seq < b.end() && seq < end; seq++ {
+				if e := &b.ents[seq-b.first]; e.live() {
+					return b, e, seq
+				}
+			}
+		}
+		return nil, nil, 0
+	}
+	x := s.first + uint64(sort.Search(int(end-s.first), func(i int) bool {
+		b, e, _ := next(s.first + uint64(i))
+		if e == nil {
+			return true
+		}
+		switch at := s.entTS(b, e); {
+		case at < ts: // at is at or after the exact time
+			return false
+		case at-int64(time.Millisecond) >= ts: // and less than a millisecond after it
+			return true
+		}
+		exact, ok := s.recTS(b, e)
+		return !ok || exact >= ts
+	}))
+	if _, _, seq := next(x); seq != 0 {
+		return seq
+	}
+	return end
+}
+
+func (s *FileStore) SubjectsState(filter string) map[string]SimpleState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if filter == "" {
+		filter = ">"
+	}
+	var st map[string]SimpleState
+	eachSubject(s.subjects, filter, func(ss *subjState) {
+		var one SimpleState
+		s.subjFromLocked(ss, 0, &one)
+		if one.Msgs == 0 {
+			return
+		}
+		if st == nil {
+			st = map[string]SimpleState{}
+		}
+		st[ss.name] = one
+	})
+	return st
+}
+
 func (s *FileStore) FastState() State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -843,11 +912,11 @@ func (s *FileStore) State() State {
 
 func (s *FileStore) stateLocked(subjects bool) State {
 	st := State{Msgs: s.msgs, Bytes: s.bytes, FirstSeq: s.first, LastSeq: s.last}
+	st.LastTS = s.lastTS
 	if s.msgs > 0 {
-		// The exact times are in the records; the newest one's is kept, and
-		// the first one's is read back (or, in the moment its record is still
-		// being written, taken to the millisecond from the index).
-		st.LastTS = s.lastEntTS
+		// The exact times are in the records: the first one's is read back
+		// (or, in the moment its record is still being written, taken to the
+		// millisecond from the index).
 		if b, e := s.blockEnt(s.first); e != nil {
 			if s.first == s.last {
 				st.FirstTS = s.lastEntTS

@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -74,7 +75,7 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 		ms.subjects[subj] = ss
 	}
 	seq := ms.last + 1
-	ts := max(time.Now().UnixNano(), ms.lastTS)
+	ts := max(stampNow(), ms.lastTS)
 	ms.lastTS = ts
 	ms.msgs[seq] = &memMsg{m: StoredMsg{Subject: subj, Header: clone(hdr), Data: clone(msg), Seq: seq, TS: ts}, size: size}
 	if n == 0 {
@@ -416,11 +417,56 @@ func (ms *MemStore) Compact(seq uint64) (uint64, error) {
 	})
 	if seq > ms.last+1 {
 		ms.last = seq - 1
+		if ms.lastTS == 0 {
+			ms.lastTS = stampNow() // as the file store, which stamps its floor marker
+		}
 	}
 	if len(ms.msgs) == 0 {
 		ms.first = ms.last + 1
 	}
 	return n, nil
+}
+
+func (ms *MemStore) GetSeqFromTime(t time.Time) uint64 {
+	ts := t.UnixNano()
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	// Stamps never go back, so "the first message from x on is stamped at
+	// ts or later (or there is none)" holds for every x past some point:
+	// search for it.
+	end := ms.last + 1
+	next := func(x uint64) *memMsg {
+		for ; x < end; x++ {
+			if m := ms.msgs[x]; m != nil {
+				return m
+			}
+		}
+		return nil
+	}
+	x := ms.first + uint64(sort.Search(int(end-ms.first), func(i int) bool {
+		m := next(ms.first + uint64(i))
+		return m == nil || m.m.TS >= ts
+	}))
+	if m := next(x); m != nil {
+		return m.m.Seq
+	}
+	return end
+}
+
+func (ms *MemStore) SubjectsState(filter string) map[string]SimpleState {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	if filter == "" {
+		filter = ">"
+	}
+	var st map[string]SimpleState
+	eachSubject(ms.subjects, filter, func(ss *subjState) {
+		if st == nil {
+			st = map[string]SimpleState{}
+		}
+		st[ss.name] = SimpleState{Msgs: ss.msgs, First: ms.nextOf(ss, ss.first-1), Last: ss.last}
+	})
+	return st
 }
 
 func (ms *MemStore) State() State {
@@ -442,15 +488,9 @@ func (ms *MemStore) FastState() State {
 
 func (ms *MemStore) stateLocked() State {
 	n := uint64(len(ms.msgs))
-	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last}
+	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last, LastTS: ms.lastTS}
 	if n > 0 {
 		st.FirstTS = ms.msgs[ms.first].m.TS
-		for seq := ms.last; seq >= ms.first; seq-- {
-			if m := ms.msgs[seq]; m != nil {
-				st.LastTS = m.m.TS
-				break
-			}
-		}
 		st.Deleted = ms.last - ms.first + 1 - n
 	}
 	return st

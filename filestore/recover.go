@@ -315,6 +315,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			case kindFloor:
 				floor = max(floor, r.seq)
 				last = max(last, r.seq-1)
+				s.lastTS = max(s.lastTS, r.ts) // the newest stamp when it was written
 			case kindTomb:
 				tombs[r.seq] = true
 				last = max(last, r.seq)
@@ -327,6 +328,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 		}
 	}
 	gaps = mergeRanges(gaps)
+	s.floorAt = floor
 	deleted := func(seq uint64) bool {
 		return seq < floor || tombs[seq] || contains(gaps, seq)
 	}

@@ -50,6 +50,14 @@ type Store interface {
 	FilteredState(filter string, start uint64) SimpleState
 	// Compact removes every message below seq.
 	Compact(seq uint64) (uint64, error)
+	// GetSeqFromTime returns the first message stamped at t or later (a
+	// consumer's opt_start_time), or the next sequence to be stored if
+	// there is none.
+	GetSeqFromTime(t time.Time) uint64
+	// SubjectsState returns, for each subject matching filter ("" for all),
+	// its message count and its first and last sequences, or nil when no
+	// subject matches.
+	SubjectsState(filter string) map[string]SimpleState
 	// State is the full state including per-subject counts; FastState skips
 	// the per-subject map, which is costly to copy.
 	State() State
@@ -168,7 +176,9 @@ type State struct {
 	Bytes    uint64
 	FirstSeq uint64
 	LastSeq  uint64
-	FirstTS  int64
+	FirstTS  int64 // the first message's stamp; 0 with no messages
+	// LastTS is the stamp of the newest message stored, even once it is
+	// removed or purged (nats-server's last_ts); 0 if none ever was.
 	LastTS   int64
 	Deleted  uint64 // interior gaps between FirstSeq and LastSeq
 	Subjects map[string]uint64

@@ -876,10 +876,44 @@ func TestStateTimes(t *testing.T) {
 		check("first two removed")
 		s.Compact(10)
 		check("compacted")
-		if k.name != "mem" {
-			s.Stop()
-			s = k.open(t, dir, Limits{})
-			check("reopened")
+		reopen := func() {
+			if k.name != "mem" {
+				s.Stop()
+				s = k.open(t, dir, Limits{})
+			}
+		}
+		reopen()
+		check("reopened")
+		// The newest stamp outlives its message, as nats-server's last_ts.
+		newest, err := s.LoadMsg(30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.RemoveMsg(30)
+		if st := s.State(); st.LastTS != newest.TS {
+			t.Fatalf("newest removed: LastTS %d, want %d", st.LastTS, newest.TS)
+		}
+		s.Purge()
+		reopen()
+		if st := s.State(); st.LastTS != newest.TS || st.FirstTS != 0 || st.LastSeq != 30 {
+			t.Fatalf("purged and reopened: %+v, want LastTS %d", st, newest.TS)
+		}
+		// Again with the newest message's block gone: skips fill blocks
+		// after it, so the purge empties and drops it.
+		seq := mustStore(t, s, "t.0", "x")
+		if newest, err = s.LoadMsg(seq); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SkipMsgs(400); err != nil {
+			t.Fatal(err)
+		}
+		s.Purge()
+		reopen()
+		if st := s.State(); st.LastTS != newest.TS || st.LastSeq != seq+400 {
+			t.Fatalf("purged past skips and reopened: %+v, want LastTS %d", st, newest.TS)
+		}
+		if fs, ok := s.(*FileStore); ok && len(fs.blocks) > 1 {
+			t.Fatalf("%d blocks left after the purge", len(fs.blocks))
 		}
 		s.Stop()
 	})
@@ -891,11 +925,7 @@ func TestStateTimes(t *testing.T) {
 // rolled on it) has its time read from the record.
 func TestTimestampSpan(t *testing.T) {
 	base := time.Now().UnixNano()
-	var clock atomic.Int64
-	clock.Store(base)
-	old := stampNow
-	stampNow = func() int64 { return clock.Load() }
-	t.Cleanup(func() { stampNow = old })
+	clock := setClock(t, base)
 
 	dir := t.TempDir()
 	s, err := Open(Config{Dir: dir, Logf: quietLog})
@@ -1416,4 +1446,71 @@ func seqsTo(n uint64) []uint64 {
 		r = append(r, seq)
 	}
 	return r
+}
+
+// setClock makes stores stamp messages with the returned clock's time until
+// the test ends.
+func setClock(t testing.TB, start int64) *atomic.Int64 {
+	var clock atomic.Int64
+	clock.Store(start)
+	old := stampNow
+	stampNow = func() int64 { return clock.Load() }
+	t.Cleanup(func() { stampNow = old })
+	return &clock
+}
+
+// TestSeqFromTime finds messages by time on every store kind, after a
+// removal and a reopen. Messages 100 µs apart share milliseconds, so the
+// file store's entries (whole milliseconds, rounded up) cannot tell them
+// apart and it has to read the records.
+func TestSeqFromTime(t *testing.T) {
+	base := time.Now().Truncate(time.Millisecond).UnixNano()
+	clock := setClock(t, base)
+	forEach(t, func(t *testing.T, k storeKind) {
+		dir := t.TempDir()
+		s := k.open(t, dir, Limits{})
+		defer func() { s.Stop() }()
+		at := func(d time.Duration) time.Time { return time.Unix(0, base+int64(d)) }
+		for i := 0; i < 30; i++ {
+			clock.Store(base + int64(i)*int64(100*time.Microsecond)) // seq i+1
+			mustStore(t, s, "a", "x")
+		}
+		if ok, err := s.RemoveMsg(12); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		check := func(when string) {
+			t.Helper()
+			for _, c := range []struct {
+				t    time.Time
+				want uint64
+			}{
+				{at(-time.Hour), 1},
+				{at(0), 1},
+				{at(1), 2},
+				{at(150 * time.Microsecond), 3},
+				{at(time.Millisecond), 11},
+				{at(1050 * time.Microsecond), 13}, // 12 is gone
+				{at(1100 * time.Microsecond), 13},
+				{at(2900 * time.Microsecond), 30},
+				{at(2901 * time.Microsecond), 31},
+				{at(time.Hour), 31},
+			} {
+				if got := s.GetSeqFromTime(c.t); got != c.want {
+					t.Fatalf("%s: GetSeqFromTime(base%+v) = %d, want %d", when, time.Duration(c.t.UnixNano()-base), got, c.want)
+				}
+			}
+		}
+		check("running")
+		if _, ok := s.(*FileStore); ok {
+			s.Stop()
+			s = k.open(t, dir, Limits{})
+			check("reopened")
+		}
+		if _, err := s.Purge(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.GetSeqFromTime(at(0)); got != 31 {
+			t.Fatalf("empty store: GetSeqFromTime = %d, want 31", got)
+		}
+	})
 }

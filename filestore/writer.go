@@ -210,8 +210,13 @@ func (s *FileStore) process(ops []*op) {
 		}
 		s.apply(o)
 	}
+	if s.msgs == 0 && s.last >= s.floorAt {
+		// An emptied store says so with one floor marker, which also keeps
+		// the newest stamp (State's LastTS) once its blocks are gone.
+		s.floor = max(s.floor, s.last+1)
+	}
 	if s.floor > 0 {
-		s.emitMarker(kindFloor, s.floor, 0)
+		s.emitMarker(kindFloor, s.floor, s.lastTS)
 		s.floor = 0
 	}
 	s.collectEmpty()
@@ -811,7 +816,7 @@ func (s *FileStore) removeBelow(floor uint64) uint64 {
 	if floor > s.last+1 {
 		s.last = floor - 1
 		if s.lastTS == 0 {
-			s.lastTS = time.Now().UnixNano()
+			s.lastTS = stampNow()
 		}
 	}
 	if s.msgs == 0 {
@@ -890,6 +895,7 @@ func (s *FileStore) emitMarker(kind byte, seq uint64, aux int64) {
 	}
 	s.emit(rec)
 	if kind == kindFloor {
+		s.floorAt = max(s.floorAt, seq)
 		for i := range s.act.markers {
 			if s.act.markers[i].kind == kindFloor {
 				s.act.markers[i].seq = max(s.act.markers[i].seq, seq)
@@ -976,7 +982,7 @@ func (s *FileStore) collectEmpty() {
 		}
 	}
 	if floor >= earliest {
-		s.emitMarker(kindFloor, floor, 0)
+		s.emitMarker(kindFloor, floor, s.lastTS)
 	}
 	for _, seq := range tombs {
 		if seq >= earliest && !contains(gaps, seq) {
