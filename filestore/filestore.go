@@ -681,7 +681,7 @@ func (s *FileStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 			}
 		}
 	default:
-		eachSubject(s.subjects, filter, func(ss *subjState) { seq = max(seq, s.lastOfLocked(ss)) })
+		eachSubject(s.subjects, filter, func(ss *subjState) { seq = max(seq, s.lastOfLocked(ss, math.MaxUint64)) })
 	}
 	if seq == 0 || seq < s.first {
 		return nil, ErrNotFound
@@ -689,9 +689,14 @@ func (s *FileStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 	return s.loadLocked(seq)
 }
 
-// lastOfLocked is the newest acknowledged message of subject ss, 0 if none.
-func (s *FileStore) lastOfLocked(ss *subjState) uint64 {
-	for seq := min(ss.last, s.durable); seq >= max(s.first, ss.first) && seq > 0; seq-- {
+// lastOfLocked is the newest acknowledged message of subject ss at or below
+// upTo, 0 if none.
+func (s *FileStore) lastOfLocked(ss *subjState, upTo uint64) uint64 {
+	upTo = min(upTo, ss.last, s.durable)
+	if ss.tracked {
+		return lastListed(ss.seqs, upTo)
+	}
+	for seq := upTo; seq >= max(s.first, ss.first) && seq > 0; seq-- {
 		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
 			return seq
 		}
@@ -875,6 +880,15 @@ func (s *FileStore) GetSeqFromTime(t time.Time) uint64 {
 		return seq
 	}
 	return end
+}
+
+func (s *FileStore) MultiLastSeqs(filters []string, maxSeq uint64, maxAllowed int) ([]uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if maxSeq == 0 {
+		maxSeq = math.MaxUint64
+	}
+	return multiLast(s.subjects, filters, maxAllowed, func(ss *subjState) uint64 { return s.lastOfLocked(ss, maxSeq) })
 }
 
 func (s *FileStore) SubjectsState(filter string) map[string]SimpleState {

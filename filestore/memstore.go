@@ -453,6 +453,26 @@ func (ms *MemStore) GetSeqFromTime(t time.Time) uint64 {
 	return end
 }
 
+func (ms *MemStore) MultiLastSeqs(filters []string, maxSeq uint64, maxAllowed int) ([]uint64, error) {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	if maxSeq == 0 {
+		maxSeq = ms.last
+	}
+	return multiLast(ms.subjects, filters, maxAllowed, func(ss *subjState) uint64 {
+		upTo := min(maxSeq, ss.last)
+		if ss.tracked {
+			return lastListed(ss.seqs, upTo)
+		}
+		for seq := upTo; seq >= ss.first && seq > 0; seq-- {
+			if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
+				return seq
+			}
+		}
+		return 0
+	})
+}
+
 func (ms *MemStore) SubjectsState(filter string) map[string]SimpleState {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -276,6 +277,39 @@ func fileMatchesMem(t *testing.T, variant string) {
 				}
 			}
 			same(step, "subjects state (oracle) "+f, ss, oracle)
+			fl := []string{filter()}
+			if rng.Intn(2) == 0 {
+				fl = append(fl, filter())
+			}
+			var maxSeq uint64
+			if rng.Intn(2) == 0 {
+				maxSeq = uint64(rng.Int63n(int64(st.LastSeq) + 2))
+			}
+			maxAllowed := rng.Intn(4) * 4
+			desc := fmt.Sprintf("last seqs %q max %d allowed %d", fl, maxSeq, maxAllowed)
+			la, errA := fs.MultiLastSeqs(fl, maxSeq, maxAllowed)
+			lb, errB := ms.MultiLastSeqs(fl, maxSeq, maxAllowed)
+			same(step, desc, []any{la, errA}, []any{lb, errB})
+			lastOf := map[string]uint64{} // the oracle: walk down from maxSeq
+			top := st.LastSeq
+			if maxSeq > 0 {
+				top = min(top, maxSeq)
+			}
+			for seq := top; seq >= st.FirstSeq && seq > 0; seq-- {
+				if m, err := ms.LoadMsg(seq); err == nil && lastOf[m.Subject] == 0 && slices.ContainsFunc(fl, func(f string) bool { return match(m, f) }) {
+					lastOf[m.Subject] = seq
+				}
+			}
+			var wantLast []uint64
+			for _, seq := range lastOf {
+				wantLast = append(wantLast, seq)
+			}
+			slices.Sort(wantLast)
+			var wantErr error
+			if maxAllowed > 0 && len(wantLast) > maxAllowed {
+				wantLast, wantErr = nil, ErrTooManyResults
+			}
+			same(step, desc+" (oracle)", []any{la, errA}, []any{wantLast, wantErr})
 		case op < 98:
 			cfg.Limits = limits[rng.Intn(len(limits))]
 			errA, errB := fs.UpdateLimits(cfg.Limits), ms.UpdateLimits(cfg.Limits)

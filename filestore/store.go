@@ -5,6 +5,7 @@ package filestore
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/natsd/natsd/sublist"
@@ -58,6 +59,11 @@ type Store interface {
 	// its message count and its first and last sequences, or nil when no
 	// subject matches.
 	SubjectsState(filter string) map[string]SimpleState
+	// MultiLastSeqs returns, in order, the newest message at or below
+	// maxSeq (0: no bound) of each subject matching any of filters: where a
+	// consumer delivering the last message per subject starts. With more
+	// than maxAllowed (if > 0) it fails with ErrTooManyResults.
+	MultiLastSeqs(filters []string, maxSeq uint64, maxAllowed int) ([]uint64, error)
 	// State is the full state including per-subject counts; FastState skips
 	// the per-subject map, which is costly to copy.
 	State() State
@@ -250,6 +256,7 @@ var (
 	ErrBadSubject     = errors.New("filestore: invalid subject")
 	ErrFailed         = errors.New("filestore: store failed after a write error")
 	ErrBusy           = errors.New("filestore: too many pending writes")
+	ErrTooManyResults = errors.New("filestore: too many matching results for request")
 )
 
 // matchesAll reports whether a filter selects every message.
@@ -270,6 +277,45 @@ func eachSubject(subjects map[string]*subjState, filter string, fn func(*subjSta
 			fn(ss)
 		}
 	}
+}
+
+// multiLast is MultiLastSeqs over subjects, with last giving a subject's
+// newest message in bounds (0 for none).
+func multiLast(subjects map[string]*subjState, filters []string, maxAllowed int, last func(*subjState) uint64) ([]uint64, error) {
+	var seqs []uint64
+	seen := map[*subjState]bool{} // filters may overlap
+	for _, f := range filters {
+		if f == "" {
+			f = ">"
+		}
+		eachSubject(subjects, f, func(ss *subjState) {
+			if seen[ss] {
+				return
+			}
+			seen[ss] = true
+			if seq := last(ss); seq != 0 {
+				seqs = append(seqs, seq)
+			}
+		})
+		if maxAllowed > 0 && len(seqs) > maxAllowed {
+			return nil, ErrTooManyResults
+		}
+	}
+	slices.Sort(seqs)
+	return seqs, nil
+}
+
+// lastListed is the newest of a subject's listed sequences at or below
+// upTo, 0 if none.
+func lastListed(seqs []uint64, upTo uint64) uint64 {
+	i, found := slices.BinarySearch(seqs, upTo)
+	switch {
+	case found:
+		return upTo
+	case i == 0:
+		return 0
+	}
+	return seqs[i-1]
 }
 
 // storedSize is the byte cost a message counts against MaxBytes; it mirrors
