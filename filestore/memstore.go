@@ -102,8 +102,7 @@ func (ms *MemStore) enforce(ss *subjState) {
 }
 
 func (ms *MemStore) trimSubject(ss *subjState, keep uint64) {
-	for ss.msgs > keep {
-		ms.remove(ms.nextOf(ss, ss.first-1))
+	for ss.msgs > keep && ms.remove(ms.nextOf(ss, ss.first-1)) {
 	}
 }
 
@@ -120,6 +119,9 @@ func (ms *MemStore) trimOldest() {
 func (ms *MemStore) UpdateLimits(l Limits) error {
 	ms.mu.Lock()
 	defer ms.unlock()
+	if ms.closed {
+		return ErrClosed
+	}
 	old := ms.lim
 	ms.lim = l
 	if n := l.MaxMsgsPerSubject; n > 0 && (old.MaxMsgsPerSubject <= 0 || n < old.MaxMsgsPerSubject) {
@@ -141,9 +143,7 @@ func (ms *MemStore) UpdateLimits(l Limits) error {
 		ms.timer = nil
 		ms.timerGen++
 	}
-	if !ms.closed {
-		ms.armExpiry()
-	}
+	ms.armExpiry()
 	return nil
 }
 

@@ -210,7 +210,7 @@ func (s *FileStore) process(ops []*op) {
 		}
 		s.apply(o)
 	}
-	if s.msgs == 0 && s.last >= s.floorAt {
+	if s.msgs == 0 && s.last > 0 && s.last >= s.floorAt {
 		// An emptied store says so with one floor marker, which also keeps
 		// the newest stamp (State's LastTS) once its blocks are gone.
 		s.floor = max(s.floor, s.last+1)
@@ -501,11 +501,18 @@ func (s *FileStore) apply(o *op) {
 		}
 		o.rseq = first
 	case opRemove:
-		if s.removeSeq(o.n) {
+		first := s.first
+		switch {
+		case !s.removeSeq(o.n):
+			o.err = ErrNotFound
+		case o.n == first:
+			// Acks in order remove the first message again and again: the
+			// batch's one floor marker covers them all.
+			s.floor = max(s.floor, s.first)
+			o.rseq = 1
+		default:
 			s.emitMarker(kindTomb, o.n, 0)
 			o.rseq = 1
-		} else {
-			o.err = ErrNotFound
 		}
 	case opPurge:
 		s.rep.inBulk(func() { o.rseq = s.removeBelow(s.last + 1) })
