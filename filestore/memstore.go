@@ -71,13 +71,15 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 		return 0, 0, ErrMaxMsgsPerSubj
 	}
 	if ss == nil {
-		ss = &subjState{name: subj}
-		ms.subjects[subj] = ss
+		// The caller's string may share memory it reuses; every message of
+		// the subject keeps this copy.
+		ss = &subjState{name: strings.Clone(subj)}
+		ms.subjects[ss.name] = ss
 	}
 	seq := ms.last + 1
 	ts := max(stampNow(), ms.lastTS)
 	ms.lastTS = ts
-	ms.msgs[seq] = &memMsg{m: StoredMsg{Subject: subj, Header: clone(hdr), Data: clone(msg), Seq: seq, TS: ts}, size: size}
+	ms.msgs[seq] = &memMsg{m: StoredMsg{Subject: ss.name, Header: clone(hdr), Data: clone(msg), Seq: seq, TS: ts}, size: size}
 	if n == 0 {
 		ms.first = seq
 	}

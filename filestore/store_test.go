@@ -1514,3 +1514,27 @@ func TestSeqFromTime(t *testing.T) {
 		}
 	})
 }
+
+// TestSubjectCopied stores a message under a subject held in a buffer the
+// caller then reuses, as a zero-copy parser would: the store must keep its
+// own copy.
+func TestSubjectCopied(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		s := k.open(t, t.TempDir(), Limits{})
+		defer s.Stop()
+		buf := []byte("orders.new")
+		subj := unsafe.String(&buf[0], len(buf))
+		mustStore(t, s, subj, "x")
+		copy(buf, "zzzzzzzzzz")
+		m, err := s.LoadMsg(1)
+		if err != nil || m.Subject != "orders.new" {
+			t.Fatalf("loaded %+v, %v", m, err)
+		}
+		if st := s.State(); st.Subjects["orders.new"] != 1 {
+			t.Fatalf("subjects %v", st.Subjects)
+		}
+		if m, err := s.LoadLastMsg("orders.new"); err != nil || m.Seq != 1 {
+			t.Fatalf("LoadLastMsg: %+v, %v", m, err)
+		}
+	})
+}

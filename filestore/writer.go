@@ -456,7 +456,9 @@ func (s *FileStore) apply(o *op) {
 			return
 		}
 		if ss == nil {
-			ss = s.newSubj(o.subj)
+			// The caller's string may share memory it reuses (a zero-copy
+			// parser's buffer); the index keeps its own copy.
+			ss = s.newSubj(strings.Clone(o.subj))
 		}
 		seq := s.last + 1
 		ts := stampNow()
