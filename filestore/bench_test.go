@@ -260,3 +260,49 @@ func BenchmarkAppendKV(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSeqFromTime looks up random times in a store of 1M messages
+// stamped 1 µs apart (so a millisecond holds a thousand of them, and the
+// entries' whole milliseconds leave a record or more to read per lookup).
+func BenchmarkSeqFromTime(b *testing.B) {
+	const n = 1000000
+	base := time.Now().UnixNano()
+	var stamp atomic.Int64
+	stamp.Store(base)
+	old := stampNow
+	stampNow = func() int64 { return stamp.Add(int64(time.Microsecond)) }
+	defer func() { stampNow = old }()
+	s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop()
+	fill(b, s, n, 128, func(int) string { return "bench.time" })
+	rng := rand.New(rand.NewSource(1))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := rng.Int63n(n)
+		if seq := s.GetSeqFromTime(time.Unix(0, base+(k+1)*int64(time.Microsecond))); seq != uint64(k+1) {
+			b.Fatalf("message %d found at %d", k+1, seq)
+		}
+	}
+}
+
+// BenchmarkMultiLastSeqs finds where a last-per-subject consumer (a KV
+// watch) starts: the newest message of each of 100,000 keys with 5
+// revisions each.
+func BenchmarkMultiLastSeqs(b *testing.B) {
+	const keys = 100000
+	s, err := Open(Config{Dir: b.TempDir(), SyncInterval: -1, Logf: quietLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop()
+	fill(b, s, 5*keys, 64, func(i int) string { return fmt.Sprintf("kv.%d", i%keys) })
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if seqs, err := s.MultiLastSeqs([]string{"kv.>"}, 0, 0); err != nil || len(seqs) != keys {
+			b.Fatal(len(seqs), err)
+		}
+	}
+}

@@ -283,16 +283,21 @@ func eachSubject(subjects map[string]*subjState, filter string, fn func(*subjSta
 // newest message in bounds (0 for none).
 func multiLast(subjects map[string]*subjState, filters []string, maxAllowed int, last func(*subjState) uint64) ([]uint64, error) {
 	var seqs []uint64
-	seen := map[*subjState]bool{} // filters may overlap
+	var seen map[*subjState]bool // several filters may overlap
+	if len(filters) > 1 {
+		seen = map[*subjState]bool{}
+	}
 	for _, f := range filters {
 		if f == "" {
 			f = ">"
 		}
 		eachSubject(subjects, f, func(ss *subjState) {
-			if seen[ss] {
-				return
+			if seen != nil {
+				if seen[ss] {
+					return
+				}
+				seen[ss] = true
 			}
-			seen[ss] = true
 			if seq := last(ss); seq != 0 {
 				seqs = append(seqs, seq)
 			}
