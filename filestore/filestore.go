@@ -62,6 +62,7 @@ const (
 	opExpire
 	opLimits
 	opWatch
+	opTruncate
 )
 
 type op struct {
@@ -502,6 +503,11 @@ func (s *FileStore) UpdateLimits(l Limits) error {
 
 func (s *FileStore) RegisterStorageUpdates(fn StorageUpdate) {
 	s.wait(&op{kind: opWatch, watch: fn})
+}
+
+func (s *FileStore) Truncate(seq uint64) error {
+	_, _, err := s.wait(&op{kind: opTruncate, n: seq})
+	return err
 }
 
 // enqueue queues o for the writer. With bounded (StoreAsync) it refuses o,

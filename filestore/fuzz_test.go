@@ -56,6 +56,10 @@ func FuzzRecover(f *testing.F) {
 	flipped[len(flipped)/3] ^= 0x10
 	f.Add(b1, flipped, idx)
 	f.Add(append(bytes.Clone(b1), b2...), []byte{}, []byte{})
+	// A truncation interrupted before it deleted or cut anything: block 2
+	// holds only its marker, which voids part of block 1 (or all of it).
+	f.Add(b1, appendMarker(nil, kindTrunc, 20, 0), idx)
+	f.Add(b1, appendMarker(nil, kindTrunc, 0, 0), []byte{})
 	f.Fuzz(func(t *testing.T, b1, b2, idx []byte) {
 		dir := t.TempDir()
 		msgs := filepath.Join(dir, "msgs")

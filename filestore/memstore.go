@@ -149,6 +149,30 @@ func (ms *MemStore) UpdateLimits(l Limits) error {
 	return nil
 }
 
+func (ms *MemStore) Truncate(seq uint64) error {
+	ms.mu.Lock()
+	defer ms.unlock()
+	if ms.closed {
+		return ErrClosed
+	}
+	if seq >= ms.last {
+		return nil
+	}
+	if m := ms.msgs[seq]; m != nil {
+		ms.lastTS = m.m.TS
+	}
+	ms.rep.inBulk(func() {
+		for x := ms.last; x > seq && len(ms.msgs) > 0; x-- {
+			ms.remove(x)
+		}
+	})
+	ms.last = seq
+	if len(ms.msgs) == 0 {
+		ms.first = seq + 1
+	}
+	return nil
+}
+
 func (ms *MemStore) RegisterStorageUpdates(fn StorageUpdate) {
 	ms.mu.Lock()
 	defer ms.unlock()

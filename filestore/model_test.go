@@ -240,12 +240,25 @@ func fileMatchesMem(t *testing.T, variant string) {
 			start := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			same(step, fmt.Sprintf("next %q %d", s, start), load(fs.LoadNextMsg(s, start)), load(ms.LoadNextMsg(s, start)))
 			same(step, fmt.Sprintf("next (oracle) %q %d", s, start), load(ms.LoadNextMsg(s, start)), oracleNext(s, start))
-		case op < 95:
+		case op < 94:
 			s := filter()
 			start := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			a, b := fs.FilteredState(s, start), ms.FilteredState(s, start)
 			same(step, fmt.Sprintf("filtered %q %d", s, start), a, b)
 			same(step, fmt.Sprintf("filtered (oracle) %q %d", s, start), b, oracleFiltered(s, start))
+		case op < 95:
+			st := ms.FastState()
+			seq := st.LastSeq - uint64(rng.Int63n(int64(min(st.LastSeq, 12))+1)) // usually a short tail
+			if rng.Intn(20) == 0 {
+				seq = uint64(rng.Int63n(int64(st.LastSeq) + 2)) // anywhere, or past the end
+			}
+			errA, errB := fs.Truncate(seq), ms.Truncate(seq)
+			same(step, fmt.Sprintf("truncate %d", seq), errA, errB)
+			if errA == nil && seq < st.LastSeq {
+				if _, err := fs.LoadMsg(seq + 1); err != ErrEOF {
+					t.Fatalf("step %d: after truncate %d, load %d: %v", step, seq, seq+1, err)
+				}
+			}
 		case op < 96:
 			seq := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			same(step, fmt.Sprintf("load %d", seq), load(fs.LoadMsg(seq)), load(ms.LoadMsg(seq)))

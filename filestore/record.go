@@ -37,6 +37,9 @@ const (
 	kindTomb  = 3 // seq was removed
 	kindFloor = 4 // every seq below seq was removed (purge, compact, limits)
 	kindGap   = 5 // seqs [seq, ts] were removed with their block
+	kindTrunc = 6 // records before this one for seqs after seq are void (Truncate)
+
+	kindVoid = 0 // recovery's mark for a record a later truncation voided; never on disk
 
 	// An encrypted record is framed: u32 frame length, 12-byte nonce, AEAD
 	// ciphertext of the record (with its own checksum inside).
@@ -97,7 +100,7 @@ func headerSane(b []byte) (int, bool) {
 		return 0, false
 	}
 	n := int(binary.LittleEndian.Uint32(b))
-	if n < recMin || n > recMax || n > len(b) || b[4] < kindMsg || b[4] > kindGap {
+	if n < recMin || n > recMax || n > len(b) || b[4] < kindMsg || b[4] > kindTrunc {
 		return 0, false
 	}
 	sl := int(binary.LittleEndian.Uint16(b[21:]))

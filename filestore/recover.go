@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"path/filepath"
 	"runtime"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -100,6 +101,7 @@ type loaded struct {
 	last  bool
 	// damage found while loading, added to the store's once blocks are in
 	torn, spans uint64
+	voided      bool // holds records a later truncation voided
 }
 
 // recover rebuilds the whole in-memory state from the blocks, verifying every
@@ -305,7 +307,92 @@ func contains(rs []seqRange, seq uint64) bool {
 	return i < len(rs) && rs[i].lo <= seq
 }
 
+// finishTruncation applies truncation markers. A marker voids every record
+// written before it (in block order) for a sequence after its own: messages,
+// skips and tombstones; gaps and floors are clipped to it. A truncation
+// deletes and cuts those records itself once its marker is durable, so any
+// left were left by a crash; they are removed here (whole blocks deleted,
+// others cut after their last record kept) before anything is appended,
+// since the sequences past the marker are reused and the marker's own block
+// may later be dropped. Every marker and deletion they held that concerns
+// kept sequences was copied next to the marker. exempt is the first
+// sequence past a truncation that index.db may still list because it was
+// written before that truncation; they are not lost.
+func (s *FileStore) finishTruncation(lds []*loaded, ix *index) ([]*loaded, uint64, error) {
+	exempt := uint64(math.MaxUint64)
+	t := uint64(math.MaxUint64)
+	for i := len(lds) - 1; i >= 0; i-- {
+		ld := lds[i]
+		recs := ld.res.recs
+		for j := len(recs) - 1; j >= 0; j-- {
+			r := &recs[j]
+			switch {
+			case r.kind == kindTrunc:
+				t = min(t, r.seq)
+				if ix == nil || len(ix.blocks) == 0 || ix.blocks[len(ix.blocks)-1].id < ld.b.id {
+					exempt = min(exempt, r.seq) // the index predates it
+				}
+			case t == math.MaxUint64:
+			case r.kind == kindFloor:
+				r.seq = min(r.seq, t+1)
+			case r.kind == kindGap && r.seq <= t:
+				r.ts = int64(min(uint64(r.ts), t))
+			case r.seq > t:
+				r.kind = kindVoid
+				ld.voided = true
+			}
+		}
+	}
+	if t == math.MaxUint64 {
+		return lds, exempt, nil
+	}
+	sync := s.cfg.SyncInterval >= 0
+	kept := lds[:0]
+	for _, ld := range lds {
+		if !ld.voided {
+			kept = append(kept, ld)
+			continue
+		}
+		var end int64 // of the last message or skip kept
+		for _, r := range ld.res.recs {
+			if r.kind == kindMsg || r.kind == kindSkip {
+				end = max(end, int64(r.off)+int64(r.slen))
+			}
+		}
+		b := ld.b
+		if end == 0 {
+			s.logf("filestore: %s: deleting block %d, left behind by an interrupted truncation", s.cfg.Dir, b.id)
+			if b.f != nil {
+				b.f.Close()
+			}
+			if err := s.fs.Remove(s.blockPath(b.id, b.sealed)); err != nil {
+				return nil, 0, err
+			}
+			if sync {
+				if err := s.fs.SyncDir(s.dir); err != nil {
+					return nil, 0, err
+				}
+			}
+			continue
+		}
+		s.logf("filestore: %s: cutting block %d, left whole by an interrupted truncation", s.cfg.Dir, b.id)
+		if err := s.cutBlock(b, t, end, sync); err != nil {
+			return nil, 0, err
+		}
+		if !b.sealed {
+			b.size = end
+		}
+		ld.res.recs = slices.DeleteFunc(ld.res.recs, func(r scanRec) bool { return int64(r.off) >= end })
+		kept = append(kept, ld)
+	}
+	return kept, exempt, nil
+}
+
 func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
+	lds, exempt, err := s.finishTruncation(lds, ix)
+	if err != nil {
+		return err
+	}
 	var floor, last uint64
 	tombs := map[uint64]bool{}
 	var gaps []seqRange
@@ -321,8 +408,10 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 				last = max(last, r.seq)
 			case kindGap:
 				gaps = append(gaps, seqRange{r.seq, uint64(r.ts)})
+			case kindTrunc:
+				last = max(last, r.seq)
 			}
-			if r.kind >= kindTomb {
+			if r.kind >= kindTomb && r.kind <= kindGap { // a truncation marker is not carried on
 				ld.b.markers = append(ld.b.markers, marker{r.kind, r.seq, r.ts})
 			}
 		}
@@ -400,7 +489,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	check := func(lo, hi uint64) { // inclusive
 		lo = max(lo, floor, 1)
 		for seq := lo; seq <= hi && seq >= lo; seq++ {
-			if lost[seq] || deleted(seq) {
+			if lost[seq] || deleted(seq) || seq > exempt {
 				continue
 			}
 			if b := s.findBlock(seq); b != nil && b.ents[seq-b.first].slen > 0 {

@@ -79,6 +79,11 @@ type Store interface {
 	// and a changed MaxAge applies from now on. The file store does not
 	// persist limits: the caller passes them to Open again.
 	UpdateLimits(l Limits) error
+	// Truncate removes every message after seq, and the next message stored
+	// gets seq+1: a replicated stream rolling back to its leader's log (seq
+	// 0 removes everything). Unlike every other removal it reuses
+	// sequence numbers. Nothing happens when seq is at or past the last.
+	Truncate(seq uint64) error
 	// RegisterStorageUpdates sets the function told of every message stored
 	// and removed, whatever removed it (see StorageUpdate), so that the
 	// stream above can keep account usage and consumers' pending counts. It

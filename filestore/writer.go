@@ -51,6 +51,7 @@ type commit struct {
 	dead    []*block  // emptied blocks dropped in this commit
 	idx     []byte    // index.db describing the store after this commit, when it changed
 	updates []update  // storage updates, reported once the commit is durable
+	barrier chan struct{} // not a commit: the finisher closes it on reaching it
 }
 
 func (s *FileStore) grouped() bool { return s.cfg.SyncInterval == 0 }
@@ -195,8 +196,36 @@ func (s *FileStore) periodicSync() {
 
 // process applies a batch of operations to the open commit. With
 // SyncInterval != 0 it commits at once (acknowledging after write(2));
-// otherwise drain decides when.
+// otherwise drain decides when. A truncation runs alone, after everything
+// before it is committed.
 func (s *FileStore) process(ops []*op) {
+	rest := ops
+	for len(rest) > 0 {
+		n := 0
+		for n < len(rest) && rest[n].kind != opTruncate {
+			n++
+		}
+		if n > 0 {
+			s.applyBatch(rest[:n])
+		}
+		if n == len(rest) {
+			break
+		}
+		if s.cur != nil {
+			s.commit()
+		}
+		s.truncate(rest[n])
+		rest = rest[n+1:]
+	}
+	s.recycle(ops)
+	s.armExpiry()
+	if !s.grouped() && s.cur != nil {
+		s.commit()
+	}
+}
+
+// applyBatch applies ops to the open commit.
+func (s *FileStore) applyBatch(ops []*op) {
 	c := s.cur
 	if c == nil {
 		c = &commit{since: time.Now(), ops: s.opsBuf[:0]}
@@ -229,11 +258,6 @@ func (s *FileStore) process(ops []*op) {
 	s.rolled, s.dead = s.rolled[:0], s.dead[:0]
 	s.mu.Unlock()
 	c.ops = append(c.ops, ops...)
-	s.recycle(ops)
-	s.armExpiry()
-	if !s.grouped() {
-		s.commit()
-	}
 }
 
 // commit writes the open commit and, with SyncInterval 0, makes it durable;
@@ -299,6 +323,12 @@ func (s *FileStore) finisher() {
 	defer close(s.fdone)
 	var idx []byte // newest index.db contents not yet written
 	for c := range s.fin {
+		if c.barrier != nil {
+			// A truncation is about to rewrite files and index.db itself.
+			idx = nil
+			close(c.barrier)
+			continue
+		}
 		s.finish(c)
 		if c.idx != nil {
 			idx = c.idx
@@ -903,6 +933,9 @@ func (s *FileStore) emitMarker(kind byte, seq uint64, aux int64) {
 		s.roll()
 	}
 	s.emit(rec)
+	if kind == kindTrunc {
+		return // only needed until its truncation is done: never carried on
+	}
 	if kind == kindFloor {
 		s.floorAt = max(s.floorAt, seq)
 		for i := range s.act.markers {
@@ -1126,4 +1159,247 @@ func (s *FileStore) unseal(data []byte) ([]byte, error) {
 		return nil, ErrCorrupt
 	}
 	return raw, nil
+}
+
+// ---- truncation ----
+
+// truncate removes every message after o.n and lets sequence numbers carry
+// on from there. Every other removal leaves the records and adds markers;
+// this one must take the records away, since the sequences will be reused.
+// The steps are ordered so that a crash at any point leaves the store as it
+// was, or truncated at some sequence at or after o.n, and never loses a
+// deletion at or before it:
+//
+//  1. in memory: the messages go, and the markers of the blocks about to be
+//     cut or deleted that concern sequences up to o.n are re-emitted into a
+//     new block, with a floor marker carrying the newest stamp;
+//  2. that block is committed (written, synced, named);
+//  3. index.db is rewritten for the truncated store (it describes less than
+//     the disk still holds, which recovery takes as it finds it);
+//  4. the blocks after the cut are deleted, newest first, each removal made
+//     durable before the next, so the store only ever loses a tail;
+//  5. the block holding o.n loses its tail (a sealed one is sealed again).
+func (s *FileStore) truncate(o *op) {
+	seq := o.n
+	done := func(err error) {
+		if err != nil {
+			s.fail(err)
+			o.err = err
+		}
+		if o.cb != nil {
+			o.cb(o.rseq, 0, o.err)
+		}
+	}
+	if s.failed() != nil {
+		o.err = ErrFailed
+		done(nil)
+		return
+	}
+	s.mu.RLock()
+	nothing := seq >= s.last
+	s.mu.RUnlock()
+	if nothing {
+		done(nil)
+		return
+	}
+	if s.grouped() {
+		// Sealing and deletions queued for the finisher must not touch the
+		// files this rewrites.
+		b := make(chan struct{})
+		s.fin <- &commit{barrier: b}
+		<-b
+	}
+	sync := s.cfg.SyncInterval >= 0
+	if sync && !s.grouped() && s.act != nil && s.act.f != nil {
+		// Periodic syncing may have left the active block's tail unsynced.
+		if err := s.act.f.Datasync(); err != nil {
+			done(err)
+			return
+		}
+	}
+	c := &commit{since: time.Now(), ops: s.opsBuf[:0]}
+	s.cur = c
+
+	s.mu.Lock()
+	s.rep.inBulk(func() {
+		for i := len(s.blocks) - 1; i >= 0 && s.blocks[i].end() > seq+1; i-- {
+			b := s.blocks[i]
+			for x := b.end() - 1; x > seq && x >= b.first && b.live > 0; x-- {
+				if b.ents[x-b.first].live() && s.removeSeq(x) {
+					o.rseq++
+				}
+			}
+		}
+	})
+	ci := len(s.blocks) - 1
+	for ci >= 0 && s.blocks[ci].first > seq {
+		ci--
+	}
+	dead := slices.Clone(s.blocks[ci+1:])
+	var cut *block
+	var cutOff int64
+	if ci >= 0 && s.blocks[ci].end() > seq+1 {
+		cut = s.blocks[ci]
+		keep := seq - cut.first + 1
+		for _, e := range cut.ents[:keep] {
+			if e.slen > 0 {
+				cutOff = max(cutOff, int64(e.off)+int64(e.slen))
+			}
+		}
+		cut.ents = cut.ents[:keep]
+		if !cut.sealed {
+			cut.size = cutOff // a sealed block's is set once it is sealed again
+		}
+	}
+	// Markers to keep: those of the cut and deleted blocks that concern
+	// sequences up to seq (a later one would remove a reused sequence).
+	var tombs []uint64
+	var gaps []seqRange
+	from := dead
+	if cut != nil {
+		from = append([]*block{cut}, dead...)
+	}
+	for _, b := range from {
+		for _, m := range b.markers {
+			switch {
+			case m.kind == kindTomb && m.seq <= seq:
+				tombs = append(tombs, m.seq)
+			case m.kind == kindGap && m.seq <= seq:
+				gaps = append(gaps, seqRange{m.seq, min(uint64(m.aux), seq)})
+			}
+		}
+	}
+	if cut != nil {
+		cut.markers = slices.DeleteFunc(cut.markers, func(m marker) bool { return m.seq > seq })
+	}
+	s.blocks = s.blocks[:ci+1]
+	if b, e := s.blockEnt(seq); e != nil && e.live() {
+		s.lastTS = s.entTS(b, e)
+		if ts, ok := s.recTS(b, e); ok {
+			s.lastTS = ts
+		}
+		s.lastEntTS = s.lastTS
+	} else {
+		s.lastEntTS = 0
+	}
+	s.last = seq
+	s.durable = min(s.durable, seq)
+	if s.msgs == 0 {
+		s.first = seq + 1
+	}
+	s.act = nil // whatever comes next starts a new block
+	s.floorAt = min(s.floorAt, s.first)
+	gaps = mergeRanges(gaps)
+	for _, g := range gaps {
+		s.emitMarker(kindGap, g.lo, int64(g.hi))
+	}
+	s.emitMarker(kindFloor, s.first, s.lastTS) // always true, and it keeps the newest stamp
+	for _, t := range tombs {
+		if t >= s.first && !contains(gaps, t) {
+			s.emitMarker(kindTomb, t, 0)
+		}
+	}
+	// Until the records past seq are gone from the disk, this marker voids
+	// them (recovery finishes the job after a crash: finishTruncation).
+	s.emitMarker(kindTrunc, seq, 0)
+	c.last = s.last
+	if ups := s.rep.take(); len(ups) > 0 {
+		c.updates = append(c.updates, ups...)
+	}
+	s.rolled, s.dead = s.rolled[:0], s.dead[:0]
+	s.mu.Unlock()
+
+	s.commit() // 2
+	if err := s.failed(); err != nil {
+		o.err = err
+		done(nil)
+		return
+	}
+	if sync && !s.grouped() && s.act != nil && s.act.f != nil {
+		if err := s.act.f.Datasync(); err != nil { // a commit does not sync in this mode
+			done(err)
+			return
+		}
+	}
+	idx := func() []byte { // 3
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.indexBytesLocked(s.durable)
+	}()
+	if err := s.writeIndexBytes(idx); err != nil {
+		done(err)
+		return
+	}
+	s.indexStale = false
+	for i := len(dead) - 1; i >= 0; i-- { // 4
+		b := dead[i]
+		s.cmu.Lock()
+		delete(s.cache, b)
+		s.cmu.Unlock()
+		if b.f == nil {
+			continue // its file was never created
+		}
+		b.f.Close()
+		b.f = nil
+		if err := s.fs.Remove(s.blockPath(b.id, b.sealed)); err != nil {
+			done(err)
+			return
+		}
+		if sync {
+			if err := s.fs.SyncDir(s.dir); err != nil {
+				done(err)
+				return
+			}
+		}
+	}
+	if cut != nil { // 5
+		if err := s.cutBlock(cut, seq, cutOff, sync); err != nil {
+			done(err)
+			return
+		}
+	}
+	done(nil)
+}
+
+// cutBlock drops a block's records after sequence seq: a plain block's from
+// off on, by truncating its file; a sealed one's by sealing what is left
+// again (its skips' entries do not point into the sealed data, so the cut
+// is found by scanning it).
+func (s *FileStore) cutBlock(b *block, seq uint64, off int64, sync bool) error {
+	s.cmu.Lock()
+	delete(s.cache, b)
+	s.cmu.Unlock()
+	if !b.sealed {
+		if err := b.f.Truncate(off); err != nil || !sync {
+			return err
+		}
+		return b.f.Sync()
+	}
+	data, err := readAll(b.f)
+	if err != nil {
+		return err
+	}
+	raw, err := s.unseal(data)
+	if err != nil {
+		return err
+	}
+	off = 0
+	for _, r := range scanBlock(raw, nil, nil).recs {
+		if (r.kind == kindMsg || r.kind == kindSkip) && r.seq <= seq {
+			off = max(off, int64(r.off)+int64(r.slen))
+		}
+	}
+	name := s.blockPath(b.id, true)
+	if err := writeFileAtomic(s.fs, s.dir, filepath.Base(name), s.sealBytes(raw[:off])); err != nil {
+		return err
+	}
+	nf, err := s.fs.OpenFile(name, false)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	old := b.f
+	b.f, b.size = nf, off
+	s.mu.Unlock()
+	return old.Close()
 }
