@@ -3,9 +3,9 @@ package filestore
 import (
 	"cmp"
 	"encoding/binary"
+	"math"
 	"path/filepath"
 	"runtime"
-	"math"
 	"slices"
 	"sort"
 	"strconv"

@@ -43,14 +43,14 @@ const (
 // and not yet made durable.
 type commit struct {
 	ops     []*op
-	since   time.Time // when the first batch was applied
-	last    uint64    // s.last after the commit: durable once it is synced
-	files   []File    // block files the commit wrote to
-	created bool      // the commit created a block file: the directory needs a sync
-	rolled  []*block  // blocks that stopped being active in this commit
-	dead    []*block  // emptied blocks dropped in this commit
-	idx     []byte    // index.db describing the store after this commit, when it changed
-	updates []update  // storage updates, reported once the commit is durable
+	since   time.Time     // when the first batch was applied
+	last    uint64        // s.last after the commit: durable once it is synced
+	files   []File        // block files the commit wrote to
+	created bool          // the commit created a block file: the directory needs a sync
+	rolled  []*block      // blocks that stopped being active in this commit
+	dead    []*block      // emptied blocks dropped in this commit
+	idx     []byte        // index.db describing the store after this commit, when it changed
+	updates []update      // storage updates, reported once the commit is durable
 	barrier chan struct{} // not a commit: the finisher closes it on reaching it
 }
 
