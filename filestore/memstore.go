@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -126,18 +125,8 @@ func (ms *MemStore) UpdateLimits(l Limits) error {
 	}
 	old := ms.lim
 	ms.lim = l
-	if n := l.MaxMsgsPerSubject; n > 0 && (old.MaxMsgsPerSubject <= 0 || n < old.MaxMsgsPerSubject) {
-		var over []*subjState
-		for _, ss := range ms.subjects {
-			if ss.msgs > uint64(n) {
-				over = append(over, ss)
-			}
-		}
-		// In name order, so that what is reported does not depend on the map's.
-		slices.SortFunc(over, func(a, b *subjState) int { return strings.Compare(a.name, b.name) })
-		for _, ss := range over {
-			ms.trimSubject(ss, uint64(n))
-		}
+	for _, ss := range subjectsOver(ms.subjects, old, l) {
+		ms.trimSubject(ss, uint64(l.MaxMsgsPerSubject))
 	}
 	ms.trimOldest()
 	if l.MaxAge != old.MaxAge && ms.timer != nil {

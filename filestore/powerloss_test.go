@@ -77,6 +77,32 @@ func (p *plFS) setOnSync(f func()) {
 	p.mu.Unlock()
 }
 
+// cutAtSync arranges for power to be cut in the middle of the k-th sync
+// from now. The function it returns stops that and hands over the file
+// system the cut left, cutting power there and then if no k-th sync came
+// (during reports which).
+func (p *plFS) cutAtSync(rng *rand.Rand, k int) func() (fs *plFS, during bool) {
+	var mu sync.Mutex
+	var cut *plFS
+	var n atomic.Int32
+	p.setOnSync(func() {
+		if n.Add(1) == int32(k) {
+			mu.Lock()
+			cut = p.cut(rng)
+			mu.Unlock()
+		}
+	})
+	return func() (*plFS, bool) {
+		p.setOnSync(nil)
+		mu.Lock()
+		defer mu.Unlock()
+		if cut != nil {
+			return cut, true
+		}
+		return p.cut(rng), false
+	}
+}
+
 func newPLFS() *plFS {
 	return &plFS{names: map[string]*plInode{}, durable: map[string]*plInode{}, dirGen: map[string]uint64{},
 		delayRng: rand.New(rand.NewSource(time.Now().UnixNano()))}
@@ -418,18 +444,7 @@ func TestPowerLossPeriodic(t *testing.T) {
 		survived += int(st.LastSeq)
 		written = written[:st.LastSeq]
 
-		var mu sync.Mutex
-		var next *plFS
-		cutRng := rand.New(rand.NewSource(rng.Int63()))
-		cutAt := int32(1 + rng.Intn(16))
-		var nsync atomic.Int32
-		fsys.setOnSync(func() {
-			if nsync.Add(1) == cutAt {
-				mu.Lock()
-				next = fsys.cut(cutRng)
-				mu.Unlock()
-			}
-		})
+		cutNow := fsys.cutAtSync(rand.New(rand.NewSource(rng.Int63())), 1+rng.Intn(16))
 		for i, n := 0, 300+rng.Intn(300); i < n; i++ {
 			data := []byte(fmt.Sprintf("%d-%d-%0*d", round, i, rng.Intn(120), 0))
 			seq, _, err := s.StoreMsg("pp", nil, data)
@@ -442,12 +457,7 @@ func TestPowerLossPeriodic(t *testing.T) {
 			}
 		}
 		s.Stop()
-		mu.Lock()
-		if next == nil {
-			next = fsys.cut(cutRng) // after a clean stop: everything survives
-		}
-		mu.Unlock()
-		fsys = next
+		fsys, _ = cutNow() // if no sync was cut, after a clean stop: everything survives
 	}
 	if survived == 0 {
 		t.Fatal("nothing ever survived a cut: the test checks nothing")
@@ -619,26 +629,11 @@ func TestPowerLossTruncate(t *testing.T) {
 			at = n - uint64(rng.Intn(40)) // usually a short tail
 		}
 
-		var mu sync.Mutex
-		var cut *plFS
-		cutRng := rand.New(rand.NewSource(rng.Int63()))
-		cutAt := int32(1 + rng.Intn(12))
-		var nsync atomic.Int32
-		fsys.setOnSync(func() {
-			if nsync.Add(1) == cutAt {
-				mu.Lock()
-				cut = fsys.cut(cutRng)
-				mu.Unlock()
-			}
-		})
+		cutAt := 1 + rng.Intn(12)
+		cutNow := fsys.cutAtSync(rand.New(rand.NewSource(rng.Int63())), cutAt)
 		err = s.Truncate(at)
-		fsys.setOnSync(nil)
-		mu.Lock()
-		acked := cut == nil && err == nil
-		if cut == nil {
-			cut = fsys.cut(cutRng)
-		}
-		mu.Unlock()
+		cut, during := cutNow()
+		acked := !during && err == nil
 		if err != nil {
 			t.Fatalf("round %d: truncate %d: %v", round, at, err)
 		}

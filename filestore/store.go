@@ -6,6 +6,7 @@ package filestore
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/natsd/natsd/sublist"
@@ -282,6 +283,25 @@ func eachSubject(subjects map[string]*subjState, filter string, fn func(*subjSta
 			fn(ss)
 		}
 	}
+}
+
+// subjectsOver lists the subjects that a per-subject limit lowered from old
+// to l leaves over it, in name order, so that what trimming them reports
+// does not depend on the map's order (and trimming may drop subjects from
+// the map while the list is walked).
+func subjectsOver(subjects map[string]*subjState, old, l Limits) []*subjState {
+	n := l.MaxMsgsPerSubject
+	if n <= 0 || (old.MaxMsgsPerSubject > 0 && n >= old.MaxMsgsPerSubject) {
+		return nil
+	}
+	var over []*subjState
+	for _, ss := range subjects {
+		if ss.msgs > uint64(n) {
+			over = append(over, ss)
+		}
+	}
+	slices.SortFunc(over, func(a, b *subjState) int { return strings.Compare(a.name, b.name) })
+	return over
 }
 
 // multiLast is MultiLastSeqs over subjects, with last giving a subject's

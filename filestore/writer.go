@@ -702,18 +702,8 @@ func (s *FileStore) setLimits(l Limits) {
 	old := s.cfg.Limits
 	s.cfg.Limits = l
 	s.maxMsgSize.Store(l.MaxMsgSize)
-	if n := l.MaxMsgsPerSubject; n > 0 && (old.MaxMsgsPerSubject <= 0 || n < old.MaxMsgsPerSubject) {
-		var over []*subjState // trimming may drop subjects from the map
-		for _, ss := range s.subjects {
-			if ss.msgs > uint64(n) {
-				over = append(over, ss)
-			}
-		}
-		// In name order, so that what is reported does not depend on the map's.
-		slices.SortFunc(over, func(a, b *subjState) int { return strings.Compare(a.name, b.name) })
-		for _, ss := range over {
-			s.trimSubject(ss, uint64(n))
-		}
+	for _, ss := range subjectsOver(s.subjects, old, l) {
+		s.trimSubject(ss, uint64(l.MaxMsgsPerSubject))
 	}
 	s.trimOldest()
 	if l.MaxAge != old.MaxAge {
