@@ -148,11 +148,11 @@ func (ss *subjState) add(seq uint64) {
 // apart to list them. Its first may lag, so the store makes it exact
 // before it decides (see relist).
 func (ss *subjState) sparse() bool {
-	if ss.tracked {
+	// Every append asks: the usual answer needs no division.
+	if ss.tracked || ss.span() < uint64(sparseGap)*ss.msgs {
 		return false
 	}
-	gap := ss.span() / ss.msgs
-	return gap >= uint64(sparseGap) && ss.msgs <= uint64(listRatio)*gap
+	return ss.msgs <= uint64(listRatio)*(ss.span()/ss.msgs)
 }
 
 // remove uncounts the subject's message seq. prev finds the subject's live
