@@ -145,3 +145,141 @@ func TestCrashKill(t *testing.T) {
 	}
 	t.Logf("%d rounds, %d acknowledged records verified", rounds, len(acked))
 }
+
+const truncEnv = "FILESTORE_TRUNC_CHILD_DIR"
+
+// truncCfg gives blocks small enough that a truncation deletes several and
+// cuts one; odd rounds seal full blocks, so the cut block may be sealed.
+func truncCfg(dir string, round int) Config {
+	return Config{Dir: dir, BlockSize: 2 << 10, Compress: round%2 == 1, Logf: quietLog}
+}
+
+// TestTruncateChild is the process TestTruncateKill kills: it truncates the
+// store it is given and says when it starts and when Truncate returned.
+func TestTruncateChild(t *testing.T) {
+	dir := os.Getenv(truncEnv)
+	if dir == "" {
+		t.Skip("only run as the child of TestTruncateKill")
+	}
+	round, _ := strconv.Atoi(os.Getenv(truncEnv + "_ROUND"))
+	at, _ := strconv.ParseUint(os.Getenv(truncEnv+"_AT"), 10, 64)
+	s, err := Open(truncCfg(dir, round))
+	if err != nil {
+		fmt.Println("OPENERR", err)
+		os.Exit(2)
+	}
+	fmt.Println("START")
+	if err := s.Truncate(at); err != nil {
+		fmt.Println("TRUNCERR", err)
+		os.Exit(2)
+	}
+	fmt.Println("DONE")
+	select {}
+}
+
+// TestTruncateKill SIGKILLs a process in the middle of Truncate on the real
+// file system (deletions, the cut, the rewritten index.db in whatever state
+// the kill leaves them) and checks the reopened store as
+// TestPowerLossTruncate does: every message up to the point that was there
+// is there, none removed comes back, past the point only an unbroken run of
+// the old messages is left, and none at all once Truncate had returned.
+func TestTruncateKill(t *testing.T) {
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	rounds := 10
+	if n, err := strconv.Atoi(os.Getenv("FILESTORE_TRUNC_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	payload := func(seq uint64) []byte { return fmt.Appendf(nil, "m%d-%0*d", seq, int(seq%50), 0) }
+	finished, midway, before := 0, 0, 0
+	for round := 0; round < rounds; round++ {
+		dir := t.TempDir()
+		s, err := Open(truncCfg(dir, round))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 400
+		live := map[uint64]bool{}
+		for seq := uint64(1); seq <= n; seq++ {
+			if _, _, err := s.StoreMsg(fmt.Sprintf("s.%d", seq%5), nil, payload(seq)); err != nil {
+				t.Fatal(err)
+			}
+			live[seq] = true
+		}
+		for i := 0; i < 50; i++ {
+			seq := uint64(1 + rng.Intn(n))
+			s.RemoveMsg(seq)
+			delete(live, seq)
+		}
+		s.Stop()
+		at := uint64(n - 20 - rng.Intn(200))
+
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTruncateChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), truncEnv+"="+dir, fmt.Sprintf("%s_ROUND=%d", truncEnv, round),
+			fmt.Sprintf("%s_AT=%d", truncEnv, at))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		done := false
+		if lines.Scan() && lines.Text() == "START" {
+			wait := 3000
+			if rng.Intn(2) == 0 {
+				wait = 300 // often before the marker is even written
+			}
+			time.Sleep(time.Duration(rng.Intn(wait)) * time.Microsecond)
+		} else {
+			t.Fatalf("round %d: child said %q", round, lines.Text())
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		for lines.Scan() {
+			done = done || lines.Text() == "DONE"
+			if strings.HasPrefix(lines.Text(), "TRUNCERR") {
+				t.Fatalf("round %d: %s", round, lines.Text())
+			}
+		}
+		_ = cmd.Wait()
+
+		r, err := Open(truncCfg(dir, round))
+		if err != nil {
+			t.Fatalf("round %d: reopen: %v", round, err)
+		}
+		if l := r.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
+			t.Fatalf("round %d (truncate %d): lost %+v", round, at, l)
+		}
+		broken := false
+		for seq := uint64(1); seq <= n; seq++ {
+			m, err := r.LoadMsg(seq)
+			switch {
+			case err == nil && (!live[seq] || !bytes.Equal(m.Data, payload(seq))):
+				t.Fatalf("round %d (truncate %d): seq %d served, but it was removed or differs", round, at, seq)
+			case seq <= at && live[seq] && err != nil:
+				t.Fatalf("round %d (truncate %d): seq %d is lost: %v", round, at, seq, err)
+			case seq > at && live[seq] && err != nil:
+				broken = true
+			case seq > at && err == nil && (broken || done):
+				t.Fatalf("round %d (truncate %d, returned %v): seq %d survived past a truncated one", round, at, done, seq)
+			}
+		}
+		if st := r.State(); done && st.LastSeq != at {
+			t.Fatalf("round %d: truncated to %d, reopened with last %d", round, at, st.LastSeq)
+		}
+		newest := uint64(n)
+		for !live[newest] {
+			newest--
+		}
+		if done {
+			finished++
+		} else if _, err := r.LoadMsg(newest); err != nil {
+			midway++ // killed part way: something past at was already gone
+		} else {
+			before++
+		}
+		r.Stop()
+	}
+	t.Logf("%d rounds killed: %d after Truncate returned, %d part way through, %d before it took effect",
+		rounds, finished, midway, before)
+}
