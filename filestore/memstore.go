@@ -253,6 +253,7 @@ func (ms *MemStore) SkipMsgs(n uint64) (uint64, error) {
 	}
 	first := ms.last + 1
 	ms.last += n
+	ms.lastTS = max(stampNow(), ms.lastTS)
 	if len(ms.msgs) == 0 {
 		ms.first = ms.last + 1
 	}

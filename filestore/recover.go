@@ -25,6 +25,7 @@ type idxBlock struct {
 
 type index struct {
 	last   uint64
+	lastTS int64 // State's LastTS (version 2 on): its message may be in no block left
 	blocks []idxBlock
 }
 
@@ -46,9 +47,9 @@ func (s *FileStore) writeIndex() {
 // indexBytesLocked encodes index.db for the current block list with last as
 // the last durable sequence; the caller holds mu.
 func (s *FileStore) indexBytesLocked(last uint64) []byte {
-	b := make([]byte, 0, 4+1+8+4+32*len(s.blocks)+8)
+	b := make([]byte, 0, 4+1+8+4+32*len(s.blocks)+8+8)
 	b = append(b, indexMagic...)
-	b = append(b, 1)
+	b = append(b, 2)
 	b = binary.LittleEndian.AppendUint64(b, last)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(s.blocks)))
 	for _, blk := range s.blocks {
@@ -57,6 +58,7 @@ func (s *FileStore) indexBytesLocked(last uint64) []byte {
 		b = binary.LittleEndian.AppendUint64(b, blk.end())
 		b = binary.LittleEndian.AppendUint64(b, uint64(blk.size))
 	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(s.lastTS))
 	return binary.LittleEndian.AppendUint64(b, recSum(b))
 }
 
@@ -69,7 +71,7 @@ func (s *FileStore) writeIndexBytes(b []byte) error {
 }
 
 func parseIndex(b []byte) (*index, bool) {
-	if len(b) < 4+1+8+4+8 || string(b[:4]) != indexMagic || b[4] != 1 {
+	if len(b) < 4+1+8+4+8 || string(b[:4]) != indexMagic || b[4] < 1 || b[4] > 2 {
 		return nil, false
 	}
 	n := len(b) - 8
@@ -79,7 +81,14 @@ func parseIndex(b []byte) (*index, bool) {
 	ix := &index{last: binary.LittleEndian.Uint64(b[5:])}
 	cnt := int(binary.LittleEndian.Uint32(b[13:]))
 	p := 17
-	if p+cnt*32 != n {
+	if b[4] >= 2 {
+		if n < p+8 {
+			return nil, false
+		}
+		n -= 8
+		ix.lastTS = int64(binary.LittleEndian.Uint64(b[n:]))
+	}
+	if cnt < 0 || p+cnt*32 != n {
 		return nil, false
 	}
 	for i := 0; i < cnt; i++ {
@@ -447,6 +456,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 				s.lastTS = max(s.lastTS, r.ts) // new stamps never go below a removed message's either
 			} else {
 				lastTS = 0
+				s.lastTS = max(s.lastTS, r.ts) // a skip's stamp
 			}
 			if r.kind == kindMsg && !deleted(r.seq) {
 				name := ld.subjs.name(r.sub)
@@ -510,6 +520,9 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 		}
 	}
 	if ix != nil {
+		if exempt == math.MaxUint64 { // an index from before a truncation has a newer stamp than what is left
+			s.lastTS = max(s.lastTS, ix.lastTS)
+		}
 		stale := len(ix.blocks) != len(s.blocks)
 		for _, ib := range ix.blocks {
 			if ib.end > ib.first {

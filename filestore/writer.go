@@ -519,10 +519,13 @@ func (s *FileStore) apply(o *op) {
 		s.enforce(ss)
 	case opSkip:
 		first := s.last + 1
+		// Skips move State's LastTS, as nats-server's do; the stamp is kept in
+		// the record for recovery.
+		s.lastTS = max(stampNow(), s.lastTS)
 		for i := uint64(0); i < o.n; i++ {
 			seq := s.last + 1
 			b := s.blockFor(seq, 0)
-			rec := appendMarker(nil, kindSkip, seq, 0)
+			rec := appendMarker(nil, kindSkip, seq, s.lastTS)
 			off, n := s.emit(rec)
 			b.ents = append(b.ents, ent{off: off, slen: n})
 			s.last = seq
