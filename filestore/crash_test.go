@@ -189,7 +189,7 @@ func TestTruncateKill(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("FILESTORE_TRUNC_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
-	payload := func(seq uint64) []byte { return fmt.Appendf(nil, "m%d-%0*d", seq, int(seq%50), 0) }
+	payload := truncPayload
 	finished, midway, before := 0, 0, 0
 	for round := 0; round < rounds; round++ {
 		dir := t.TempDir()
@@ -247,26 +247,7 @@ func TestTruncateKill(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
-		if l := r.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
-			t.Fatalf("round %d (truncate %d): lost %+v", round, at, l)
-		}
-		broken := false
-		for seq := uint64(1); seq <= n; seq++ {
-			m, err := r.LoadMsg(seq)
-			switch {
-			case err == nil && (!live[seq] || !bytes.Equal(m.Data, payload(seq))):
-				t.Fatalf("round %d (truncate %d): seq %d served, but it was removed or differs", round, at, seq)
-			case seq <= at && live[seq] && err != nil:
-				t.Fatalf("round %d (truncate %d): seq %d is lost: %v", round, at, seq, err)
-			case seq > at && live[seq] && err != nil:
-				broken = true
-			case seq > at && err == nil && (broken || done):
-				t.Fatalf("round %d (truncate %d, returned %v): seq %d survived past a truncated one", round, at, done, seq)
-			}
-		}
-		if st := r.State(); done && st.LastSeq != at {
-			t.Fatalf("round %d: truncated to %d, reopened with last %d", round, at, st.LastSeq)
-		}
+		checkTruncated(t, fmt.Sprintf("round %d (truncate %d, returned %v)", round, at, done), r, n, at, live, done)
 		newest := uint64(n)
 		for !live[newest] {
 			newest--

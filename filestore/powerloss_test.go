@@ -599,7 +599,7 @@ func TestPowerLossTruncate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		payload := func(seq uint64) []byte { return fmt.Appendf(nil, "m%d-%0*d", seq, int(seq%50), 0) }
+		payload := truncPayload
 		const n = 300
 		live := map[uint64]bool{}
 		for seq := uint64(1); seq <= n; seq++ {
@@ -644,31 +644,45 @@ func TestPowerLossTruncate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
-		if l := r.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
-			t.Fatalf("round %d (truncate %d, cut at sync %d): lost %+v", round, at, cutAt, l)
-		}
+		checkTruncated(t, fmt.Sprintf("round %d (truncate %d, cut at sync %d, acked %v)", round, at, cutAt, acked),
+			r, n, at, live, acked)
 		st := r.State()
-		broken := false // past at: once one message is missing, none may follow
-		for seq := uint64(1); seq <= n; seq++ {
-			m, err := r.LoadMsg(seq)
-			switch {
-			case err == nil && (!live[seq] || !bytes.Equal(m.Data, payload(seq))):
-				t.Fatalf("round %d (truncate %d): seq %d served, but it was removed or differs", round, at, seq)
-			case seq <= at && live[seq] && err != nil:
-				t.Fatalf("round %d (truncate %d, cut at sync %d): seq %d is lost: %v", round, at, cutAt, seq, err)
-			case seq > at && live[seq] && err != nil:
-				broken = true
-			case seq > at && err == nil && (broken || acked):
-				t.Fatalf("round %d (truncate %d, acked %v): seq %d survived past a truncated one", round, at, acked, seq)
-			}
-		}
-		if acked && st.LastSeq != at {
-			t.Fatalf("round %d: truncated to %d and acknowledged, reopened with last %d", round, at, st.LastSeq)
-		}
 		next, _, err := r.StoreMsg("s.next", nil, []byte("next"))
 		if err != nil || next != st.LastSeq+1 || (acked && next != at+1) {
 			t.Fatalf("round %d: next message took %d (%v); last was %d, truncated to %d", round, next, err, st.LastSeq, at)
 		}
 		r.Stop()
+	}
+}
+
+// truncPayload is message seq's data in the truncation tests.
+func truncPayload(seq uint64) []byte { return fmt.Appendf(nil, "m%d-%0*d", seq, int(seq%50), 0) }
+
+// checkTruncated checks a store reopened after a Truncate(at) that may have
+// been cut short, over a store of n messages of which live were there
+// before: no damage, every live message up to at whole, none removed back,
+// past at only an unbroken run of what was there, and, if Truncate had
+// returned (done), nothing past at and a last sequence of at.
+func checkTruncated(t *testing.T, what string, r *FileStore, n, at uint64, live map[uint64]bool, done bool) {
+	t.Helper()
+	if l := r.Lost(); l.Msgs != 0 || l.CorruptSpans != 0 {
+		t.Fatalf("%s: lost %+v", what, l)
+	}
+	broken := false // past at: once one message is missing, none may follow
+	for seq := uint64(1); seq <= n; seq++ {
+		m, err := r.LoadMsg(seq)
+		switch {
+		case err == nil && (!live[seq] || !bytes.Equal(m.Data, truncPayload(seq))):
+			t.Fatalf("%s: seq %d served, but it was removed or differs", what, seq)
+		case seq <= at && live[seq] && err != nil:
+			t.Fatalf("%s: seq %d is lost: %v", what, seq, err)
+		case seq > at && live[seq] && err != nil:
+			broken = true
+		case seq > at && err == nil && (broken || done):
+			t.Fatalf("%s: seq %d survived past a truncated one", what, seq)
+		}
+	}
+	if st := r.State(); done && st.LastSeq != at {
+		t.Fatalf("%s: reopened with last %d", what, st.LastSeq)
 	}
 }
