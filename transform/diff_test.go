@@ -246,6 +246,8 @@ func TestDifferential(t *testing.T) {
 	n := 200000
 	if testing.Short() {
 		n = 20000
+	} else if raceEnabled {
+		n = 50000
 	}
 	g := gen{rand.New(rand.NewPCG(7, 11))}
 	var accepted, matched, fails int
@@ -280,6 +282,9 @@ func TestDifferentialValid(t *testing.T) {
 		"{{SplitFromRight(%d,%d)}}", "{{sliceFromLeft(%d,%d)}}", "{{SliceFromRight( %d, %d )}}", "{{left(%d,%d)}}",
 		"{{right(%d,%d)}}", "{{split(%d,-)}}", "{{split(%d,--)}}", "{{split(%d,)}}", "{{partition(%d,%d,%d)}}"}
 	n, compared := 50000, 0
+	if testing.Short() || raceEnabled {
+		n = 10000
+	}
 	for range n {
 		nw := 1 + g.r.IntN(3)
 		toks := []string{"s"}

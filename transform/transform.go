@@ -278,8 +278,36 @@ func (t *Transform) AppendMatch(dst, subject []byte) ([]byte, error) {
 	if t.same {
 		return append(dst, subject...), nil
 	}
-	var buf [inlineTokens]span
-	sp := t.spans(&buf)
+	return t.run(dst, subject, true)
+}
+
+// Append rewrites a subject the caller knows matches the source (found
+// through a sublist, say) and appends the result to dst. A subject that does
+// not match gives a meaningless result, never a panic.
+func (t *Transform) Append(dst, subject []byte) []byte {
+	dst, _ = t.run(dst, subject, false)
+	return dst
+}
+
+// run sizes the token table to what the template reads: Go zeroes a local
+// array on every call, and 16 spans cost more than a short rewrite does.
+func (t *Transform) run(dst, subject []byte, check bool) ([]byte, error) {
+	switch {
+	case t.need <= 4:
+		var buf [4]span
+		return t.runWith(dst, subject, buf[:t.need], check)
+	case t.need <= 16:
+		var buf [16]span
+		return t.runWith(dst, subject, buf[:t.need], check)
+	}
+	return t.runWith(dst, subject, make([]span, t.need), check)
+}
+
+func (t *Transform) runWith(dst, subject []byte, sp []span, check bool) ([]byte, error) {
+	if !check {
+		locate(subject, sp)
+		return t.emit(dst, subject, sp), nil
+	}
 	valid, matched := t.scan(subject, sp)
 	if !valid {
 		return dst, ErrBadSubject
@@ -290,30 +318,9 @@ func (t *Transform) AppendMatch(dst, subject []byte) ([]byte, error) {
 	return t.emit(dst, subject, sp), nil
 }
 
-// Append rewrites a subject the caller knows matches the source (found
-// through a sublist, say) and appends the result to dst. A subject that does
-// not match gives a meaningless result, never a panic.
-func (t *Transform) Append(dst, subject []byte) []byte {
-	var buf [inlineTokens]span
-	sp := t.spans(&buf)
-	locate(subject, sp)
-	return t.emit(dst, subject, sp)
-}
-
-// inlineTokens covers sources of up to this many tokens without allocating;
-// it is small because the buffer is zeroed on every call.
-const inlineTokens = 16
-
 // span is where a token sits in the subject. Subjects are far below 2 GiB
 // (max_payload caps a whole message at 64 MiB).
 type span struct{ lo, hi int32 }
-
-func (t *Transform) spans(buf *[inlineTokens]span) []span {
-	if t.need <= inlineTokens {
-		return buf[:t.need]
-	}
-	return make([]span, t.need)
-}
 
 // locate records where the first len(sp) tokens of s are; tokens s lacks are
 // empty, at its end.
