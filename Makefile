@@ -31,7 +31,7 @@ test: build vet fmt-check
 
 # Micro-benchmarks with allocation counts (parse, L1 match, publish→deliver, store).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./parser/ ./sublist/ ./loop/ ./outbound/ ./filestore/
+	$(GO) test -run '^$$' -bench . -benchmem ./parser/ ./sublist/ ./loop/ ./outbound/ ./transform/ ./filestore/
 
 # Reference binaries come from the Go module proxy into a folder this Makefile owns.
 tools: nats-server nats-cli
