@@ -57,7 +57,7 @@ func (f osFile) Datasync() error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
 		for {
-			serr = unix.Fdatasync(int(fd))
+			serr = fdatasync(int(fd))
 			if serr != unix.EINTR {
 				break
 			}

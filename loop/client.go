@@ -116,18 +116,28 @@ type client struct {
 	nextPing     int64 // unix nanos
 	authDeadline int64
 	blockedSince int64 // when the socket first held unsent bytes; 0 when drained
-	stalled      bool
-	stallUntil   int64
-	closing      bool
-	closed       bool
-	reason       string
+	// stalled: parsing and reading wait, until stallUntil (a fast producer) or a verdict (a
+	// CONNECT being verified); stallSpent is what this batch of input has waited so far.
+	stalled    bool
+	stallUntil int64
+	stallSpent time.Duration
+	// yielded: the last traffic run ended its turn with complete ops left unparsed; the
+	// driver must run it again (after the reactor's other work) rather than wait for bytes.
+	yielded bool
+	queued  bool // in its reactor's runq
+	inPeak  int  // most inbound bytes buffered at once (see reclaim.go)
+	closing bool
+	closed  bool
+	reason  string
 
 	// Monitoring (/connz), owned by the reactor like the rest: read by snapshots run on it.
 	start, last     int64 // unix nanos; last is kept at the engine's coarse clock
 	inMsgs, inBytes int64
-	stalls          int64
-	rtt, rttStart   int64 // last measured PING→PONG round trip; when the pending PING left
-	port            int
+	// stalls counts the publishers this connection, as a slow target, made wait (nats-server
+	// counts them on the consumer); publishers on any reactor add to it.
+	stalls        atomic.Int64
+	rtt, rttStart int64 // last measured PING→PONG round trip; when the pending PING left
+	port          int
 
 	// timer-wheel links (see wheel.go)
 	tPrev, tNext *client
@@ -256,6 +266,9 @@ func (e *Engine) connClosed(c *client) {
 		}
 	}
 	c.subs = nil
+	if c.out.Peak() > reclaimAbove || c.inPeak > reclaimAbove {
+		e.reclaim.soon()
+	}
 	c.out.Reset()
 	if c.reason == "" {
 		c.reason = closeClient
@@ -278,26 +291,51 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		_, _ = conn.Discard(-1)
 		return false
 	}
-	if c.au != nil && c.au.pending {
-		return false // CONNECT is being verified; the verdict Wake()s us
-	}
 	if c.stalled {
-		if time.Now().UnixNano() < c.stallUntil {
+		// A stalled publisher, or a CONNECT being verified: nothing is parsed and the socket
+		// is not read until the stall's timer (or the verdict) wakes us.
+		if c.au == nil || !c.au.pending {
+			if time.Now().UnixNano() >= c.stallUntil {
+				c.stalled = false
+			}
+		}
+		if c.stalled {
+			conn.SetReading(false)
 			return false
 		}
-		c.stalled = false
 	}
 	if now := e.clock.Load(); now > c.last {
 		c.last = now
 	}
 	if c.need > 0 && conn.InboundBuffered() < c.need {
+		conn.SetReading(true)
 		return false
 	}
 	r := c.r
-	buf, _ := conn.Peek(-1)
+	// Look at no more than a window of the buffered input (or the frame the parser waits
+	// for): a large backlog that wraps gnet's ring, or spans netpoll's nodes, is copied
+	// whole by a Peek of everything.
+	total := conn.InboundBuffered()
+	if total > c.inPeak {
+		c.inPeak = total
+	}
+	buf, _ := conn.Peek(min(total, max(peekWindow, c.need)))
+	cut := len(buf) < total
 	off := 0
+	c.yielded = false
+	start := time.Now()
 	var perr error
-	for off < len(buf) {
+	for ops := 1; off < len(buf); ops++ {
+		if ops%turnCheck == 0 && time.Since(start) > turnTime {
+			if !r.othersWaiting(c) {
+				start = time.Now() // nobody else to serve: a yield would only cost syscalls
+			} else {
+				// This connection has had its turn: the rest waits behind the reactor's
+				// other connections (the driver runs traffic again, see yielded).
+				c.yielded = true
+				break
+			}
+		}
 		if c.au != nil && c.au.awaiting && !c.authFirstByte(buf[off]) {
 			break
 		}
@@ -308,6 +346,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		}
 		if n == 0 {
 			c.need = c.p.Need()
+			c.yielded = cut // the rest of the frame is buffered beyond the window
 			break
 		}
 		c.need = 0
@@ -316,12 +355,13 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		}
 		off += n
 		c.process(&c.op)
-		if c.closing || (c.au != nil && c.au.pending) {
+		if c.closing || c.stalled {
 			break
 		}
-		if r.stall {
-			r.stall = false
+		if t := r.stall; t != nil {
+			r.stall = nil
 			if c.stall() {
+				t.stalls.Add(1)
 				break
 			}
 		}
@@ -334,25 +374,61 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		// gnet's Discard(0) drops everything buffered: only ever discard what was consumed.
 		_, _ = conn.Discard(off)
 	}
+	if off == len(buf) && cut && !c.closing {
+		c.yielded = true
+	}
+	if !c.stalled && off == len(buf) && !cut {
+		// Everything that had arrived is parsed: the next bytes may stall the publisher anew.
+		c.stallSpent = 0
+	}
+	// A connection whose turn ended with input left stops being read until that input is
+	// parsed: reading more would only grow its buffer (and gnet's ring, once it wraps, is
+	// copied whole by every Peek). Where reading runs apart from parsing (netpoll's poller,
+	// the TLS readers), a peer can also send faster than the reactor parses: past inboundMax
+	// of buffered input that the parser could consume, reading waits too.
+	left := conn.InboundBuffered()
+	conn.SetReading(!c.stalled && !c.yielded && (left < inboundMax || left < c.need))
 	r.endBatch()
 	return c.closing
 }
 
-// stall pauses parsing this publisher briefly: its targets are backed up, and waiting a
-// moment costs less than buffering without bound. gnet keeps the unparsed bytes meanwhile.
-// It reports whether the client is now paused (not with no_fast_producer_stall).
+// A connection's turn on its reactor ends after turnTime (looked at every turnCheck ops) if
+// another connection is waiting, so that one busy client cannot hold the reactor for long
+// while the others' round trips wait, whatever its ops cost (a PING, or a PUB fanned out to
+// thousands). peekWindow bounds what one turn looks at, and inboundMax what a connection may
+// buffer before it is not read.
+const (
+	turnTime   = 50 * time.Microsecond
+	turnCheck  = 32
+	peekWindow = 256 << 10
+	inboundMax = 1 << 20
+)
+
+// stall pauses this publisher briefly, as nats-server does: one of its targets is past three
+// quarters of max_pending, and waiting a moment costs less than buffering without bound. The
+// socket is not read meanwhile, so the publisher's further bytes wait in the kernel. Stalls
+// add up to at most stallTotalAllowed per batch of input (what had arrived when parsing
+// began); past that the publisher goes on, so a subscriber that never reads reaches
+// max_pending and is cut off as a slow consumer instead of holding the publisher back forever.
+// It reports whether the client is now paused (never with no_fast_producer_stall).
 func (c *client) stall() bool {
-	if c.r.e.cfg.NoFastProducerStall {
+	if c.r.e.cfg.NoFastProducerStall || c.stallSpent >= stallTotalAllowed {
 		return false
 	}
+	ttl := min(stallFor, stallTotalAllowed-c.stallSpent)
+	c.stallSpent += ttl
 	c.stalled = true
-	c.stalls++
 	c.r.e.stalls.Add(1)
-	c.stallUntil = time.Now().Add(stallFor).UnixNano()
+	c.stallUntil = time.Now().Add(ttl).UnixNano()
 	conn := c.conn
-	time.AfterFunc(stallFor, func() { _ = conn.Wake() })
+	time.AfterFunc(ttl, func() { _ = conn.Wake() })
 	return true
 }
 
-// stallFor is how long a fast producer waits for its subscribers to drain.
-const stallFor = 2 * time.Millisecond
+// stallFor is how long a fast producer waits for its subscribers to drain, and
+// stallTotalAllowed how much waiting one batch of its input may cost (nats-server's
+// stallClientMinDuration and stallTotalAllowed).
+const (
+	stallFor          = 2 * time.Millisecond
+	stallTotalAllowed = 10 * time.Millisecond
+)

@@ -106,6 +106,8 @@ type Engine struct {
 	closed     closedRing
 
 	authz authState // reloadable authentication (auth.go)
+
+	reclaim reclaimer // hands memory back to the OS after a big connection closes (reclaim.go)
 }
 
 // New prepares an engine; Start runs it.

@@ -28,15 +28,43 @@ type gnetDriver struct {
 	readyOnce sync.Once
 	boot      chan error
 	done      chan struct{}
+
+	mu      sync.Mutex
+	kickers []*gnetKicker
 }
 
 // gnetConn adapts gnet.Conn to Conn.
 type gnetConn struct {
 	gnet.Conn
 	c *client
+	// epfd is the connection's epoll instance (-1: pausing unavailable); paused is set
+	// while its reads are stopped (gnet_pause_linux.go).
+	epfd   int
+	paused bool
 }
 
 func (g *gnetConn) Wake() error { return g.Conn.Wake(nil) }
+
+func (g *gnetConn) SetReading(on bool) {
+	if g.paused != on {
+		return
+	}
+	g.paused = !on
+	g.applyInterest()
+}
+
+// Writev re-applies a pause that gnet undid by starting to watch for writability.
+func (g *gnetConn) Writev(bs [][]byte) (int, error) {
+	if !g.paused {
+		return g.Conn.Writev(bs)
+	}
+	idle := g.Conn.OutboundBuffered() == 0
+	n, err := g.Conn.Writev(bs)
+	if idle && g.Conn.OutboundBuffered() > 0 {
+		g.applyInterest()
+	}
+	return n, err
+}
 
 // gnetLoop adapts a gnet event loop to Executor.
 type gnetLoop struct{ el gnet.EventLoop }
@@ -129,6 +157,12 @@ func (d *gnetDriver) stop() {
 	case <-d.done:
 	case <-time.After(10 * time.Second):
 	}
+	d.mu.Lock()
+	for _, k := range d.kickers {
+		k.close()
+	}
+	d.kickers = nil
+	d.mu.Unlock()
 }
 
 // OnBoot learns the bound address (the port may have been picked by the kernel).
@@ -168,6 +202,10 @@ func boundAddr(eng gnet.Engine) (*net.TCPAddr, error) {
 }
 
 func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if k, ok := gc.Context().(*gnetKicker); ok {
+		k.r.kickFd = gc.Fd()
+		return nil, gnet.None
+	}
 	if d.ln != nil {
 		// Sockets natsd's acceptor registered carry the client listener's address; anything
 		// else came in through gnet's own listener: the probe (or a stray).
@@ -178,7 +216,18 @@ func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	el := gc.EventLoop()
 	r := d.e.reactorFor(el, gnetLoop{el})
-	gcn := &gnetConn{Conn: gc}
+	if !r.epollKnown {
+		r.epollKnown = true
+		d.startKicker(r, el)
+		if r.epfd, r.efd = gnetEpollFD(gc); r.epfd < 0 {
+			if d.e.cfg.Log != nil {
+				d.e.cfg.Log.Warnf("Cannot pause reads on this gnet event loop: a stalled publisher's bytes will be buffered")
+			}
+		} else {
+			r.waiting = r.epollWaiting
+		}
+	}
+	gcn := &gnetConn{Conn: gc, epfd: r.epfd}
 	c, greeting, ok := d.e.open(gcn, r)
 	if !ok {
 		return greeting, gnet.Close
@@ -191,10 +240,21 @@ func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 func (d *gnetDriver) OnTraffic(gc gnet.Conn) gnet.Action {
 	g, ok := gc.Context().(*gnetConn)
 	if !ok {
+		if k, ok := gc.Context().(*gnetKicker); ok {
+			k.onTraffic(d, gc)
+			return gnet.None
+		}
 		return gnet.Close
+	}
+	if g.paused {
+		// gnet restored EPOLLIN when it finished a flush: take it away again.
+		g.applyInterest()
 	}
 	if d.e.traffic(g.c) {
 		return gnet.Close
+	}
+	if g.c.yielded {
+		g.c.r.yield(g.c)
 	}
 	return gnet.None
 }

@@ -136,7 +136,7 @@ func (c *client) snapshot(subs bool) *ConnSnapshot {
 		Pending: c.out.Pending(),
 		InMsgs:  c.inMsgs,
 		InBytes: c.inBytes,
-		Stalls:  c.stalls,
+		Stalls:  c.stalls.Load(),
 		Name:    c.name,
 		Lang:    c.lang,
 		Version: c.version,

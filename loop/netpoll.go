@@ -57,6 +57,12 @@ type npConn struct {
 	// wstate guards raw writes on fd against netpoll closing it: 0 idle, 1 writing, 2 closed.
 	wstate atomic.Int32
 
+	// Reads paused (reactor-only; netpoll_pause_linux.go); canPause is false where natsd
+	// cannot rewrite the connection's epoll mask.
+	interest npInterest
+	canPause bool
+	paused   bool
+
 	// Backlog: bytes the kernel did not take, in order, and whether a flusher runs.
 	mu       sync.Mutex
 	backlog  [][]byte
@@ -69,9 +75,10 @@ type npConn struct {
 	wake      chan struct{}
 	closeConn bool
 	parked    bool // stalled fast producer, or CONNECT being verified: only Wake resumes
+	more      bool // the turn ended with complete frames left (client.yielded)
 	need      int
-	// seen is how many of the bytes still buffered the engine has looked at (Peek or
-	// InboundBuffered, less what it discarded since). Bytes beyond it arrived while traffic
+	// seen is how many of the bytes still buffered the engine has looked at (Peek, less
+	// what it discarded since). Bytes beyond it arrived while traffic
 	// ran, after its Peek: netpoll does not signal them again (the pump holds the processing
 	// lock, and its read trigger fired before anyone waited), so the pump must not mistake
 	// them for the rest of an incomplete frame.
@@ -109,7 +116,7 @@ func (d *netpollDriver) start() (*net.TCPAddr, error) {
 	for i := 0; i < cfg.Reactors; i++ {
 		v := newSerial(d.quit)
 		d.vrs = append(d.vrs, v)
-		d.e.reactorFor(v, v)
+		d.e.reactorFor(v, v).waiting = v.waiting
 	}
 	d.e.listening(addr)
 	evl, err := netpoll.NewEventLoop(d.onRequest,
@@ -164,6 +171,7 @@ func (d *netpollDriver) onPrepare(conn netpoll.Connection) context.Context {
 		done: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1),
 	}
+	n.interest, n.canPause = netpollInterest(conn)
 	if fc, ok := conn.(netpoll.Conn); ok {
 		n.fd = fc.Fd()
 	} else {
@@ -234,22 +242,27 @@ func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) 
 		if n.closeConn {
 			return n.Close()
 		}
-		if !conn.IsActive() {
-			return nil
+		if n.more {
+			continue // a turn ended with complete frames left: queue behind the others
 		}
-		l := conn.Reader().Len()
-		if l == 0 {
+		if !conn.IsActive() {
 			return nil
 		}
 		if n.parked {
 			// Fast-producer stall (the client's timer wakes us) or a CONNECT being verified
 			// (the verdict wakes us). A Wake that came before we wait stays in the channel.
+			// The pump waits even with nothing buffered: reading is paused meanwhile, so no
+			// new request would come to run traffic and resume it.
 			select {
 			case <-n.wake:
 			case <-d.quit:
 				return nil
 			}
 			continue
+		}
+		l := conn.Reader().Len()
+		if l == 0 {
+			return nil
 		}
 		// The engine leaves bytes unconsumed only when the frame they start is incomplete.
 		want := 0
@@ -274,15 +287,16 @@ func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) 
 // stalled until its timer fires, or a client whose CONNECT is being verified off the reactor
 // (see authConnect), whose verdict Wakes it.
 func npParked(c *client) bool {
-	return c.stalled || (c.au != nil && c.au.pending)
+	return c.stalled
 }
 
 // runTraffic runs on n's reactor while the pump waits.
 func (n *npConn) runTraffic() {
-	n.closeConn, n.parked, n.need, n.seen = false, false, 0, 0
+	n.closeConn, n.parked, n.more, n.need, n.seen = false, false, false, 0, 0
 	if n.c != nil && !n.dead {
 		n.closeConn = n.d.e.traffic(n.c)
 		n.parked = npParked(n.c)
+		n.more = n.c.yielded
 		n.need = n.c.need
 	} else {
 		_, _ = n.Discard(-1)
@@ -318,11 +332,15 @@ func (n *npConn) runClosed() {
 	n.mu.Unlock()
 }
 
-// Peek returns every buffered byte; netpoll copies only when they span two of its nodes.
-func (n *npConn) Peek(int) ([]byte, error) {
+// Peek returns the first k buffered bytes (all of them for k <= 0); netpoll copies only when
+// they span two of its nodes.
+func (n *npConn) Peek(k int) ([]byte, error) {
 	r := n.nc.Reader()
 	l := r.Len()
 	n.seen = l
+	if k > 0 && k < l {
+		l = k
+	}
 	if l == 0 {
 		return nil, nil
 	}
@@ -344,11 +362,9 @@ func (n *npConn) Discard(k int) (int, error) {
 	return k, r.Release()
 }
 
-func (n *npConn) InboundBuffered() int {
-	l := n.nc.Reader().Len()
-	n.seen = max(n.seen, l)
-	return l
-}
+// InboundBuffered does not count as looking at the bytes (seen): traffic asks it after
+// parsing too, when bytes that arrived meanwhile must still make the pump run it again.
+func (n *npConn) InboundBuffered() int { return n.nc.Reader().Len() }
 
 // Writev writes bs with one non-blocking writev; what the kernel does not take is copied to
 // the backlog and sent by a flusher goroutine.
@@ -527,6 +543,19 @@ func (n *npConn) Wake() error {
 }
 
 func (n *npConn) RemoteAddr() net.Addr { return n.nc.RemoteAddr() }
+
+// SetReading stops or resumes netpoll's reads of the socket. netpoll's writer (the flusher's
+// Write) may turn reading back on while paused; each traffic run pauses again.
+func (n *npConn) SetReading(on bool) {
+	if !n.canPause || (on && !n.paused) {
+		return
+	}
+	n.paused = !on
+	n.mu.Lock()
+	writing := n.flushing
+	n.mu.Unlock()
+	n.interest.setReading(on, writing)
+}
 
 // netpollLog routes netpoll's own log lines (accept failures such as EMFILE) to the server log.
 // netpoll's logger is process-wide: it goes to the engine started last.

@@ -66,7 +66,9 @@ func (c *client) sendFrame(a, b, d []byte) {
 	if c.r.e.cfg.Trace {
 		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"->> [%s]\"", c.ip, c.port, c.cid, bytes.TrimRight(a, "\r\n"))
 	}
-	_, sched, err := c.out.Append(a, b, d, 0)
+	// The connection's own replies (PONG, +OK, -ERR, INFO) count toward max_pending like
+	// deliveries: a client that never reads is cut off as a slow consumer either way.
+	_, sched, err := c.out.Append(a, b, d, c.r.e.cfg.MaxPending)
 	if sched || err != nil {
 		c.r.enqueue(c)
 	}
@@ -343,8 +345,8 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 	}
 	r.stats.outMsgs.add(1)
 	r.stats.outBytes.add(uint64(len(body)))
-	if mp := r.e.cfg.MaxPending; mp > 0 && pending > mp/2 && t != c {
-		r.stall = true
+	if mp := r.e.cfg.MaxPending; mp > 0 && pending > mp/4*3 && t != c {
+		r.stall = t
 	}
 	return true
 }
@@ -423,9 +425,9 @@ func (c *client) slowConsumer(reason string) {
 	r.stats.slow.add(1)
 	if r.e.cfg.Log != nil {
 		if reason == closeSlowPending {
-			r.e.cfg.Log.Noticef("%s - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded", c.ip, c.cid, r.e.cfg.MaxPending)
+			r.e.cfg.Log.Noticef("%s:%d - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded", c.ip, c.port, c.cid, r.e.cfg.MaxPending)
 		} else {
-			r.e.cfg.Log.Noticef("%s - cid:%d - Slow Consumer Detected: WriteDeadline of %v exceeded", c.ip, c.cid, r.e.cfg.WriteDeadline)
+			r.e.cfg.Log.Noticef("%s:%d - cid:%d - Slow Consumer Detected: WriteDeadline of %v exceeded", c.ip, c.port, c.cid, r.e.cfg.WriteDeadline)
 		}
 	}
 	c.closing = true

@@ -31,15 +31,33 @@ type reactor struct {
 	backlog map[*client]struct{} // connections whose socket still holds unsent bytes
 	clients map[*client]struct{}
 
-	// stall is set when a delivery in this batch found a target past half its max_pending:
-	// the publisher being parsed then pauses briefly instead of growing buffers without bound.
-	stall bool
+	// stall is the last target a delivery of the op being processed found past three
+	// quarters of its max_pending: the publisher then pauses briefly instead of growing
+	// buffers without bound.
+	stall *client
 
 	scratch []byte // control-line builder for deliveries
 	rng     *rand.PCG
 
 	wakeTask func()
 	tickTask func()
+
+	// epfd is the reactor's epoll descriptor where the driver lets natsd pause a
+	// connection's reads (gnet), found with the loop's first connection.
+	epfd, efd  int // efd: the eventfd gnet wakes the loop with (see epollWaiting)
+	epollKnown bool
+
+	// runq holds connections that ended a turn with input left, to run again once the
+	// driver has served the others (gnet_kick.go); kick asks for that, nil where the driver
+	// interleaves them itself.
+	runq, runqSpare []*client
+	kick            func()
+	kickPending     bool
+	// waiting reports whether anything but c needs the reactor now (a ready socket, a
+	// queued task); nil: assume so.
+	waiting func(c *client) bool
+	evs     epollScratch // for gnet's waiting (epollWaiting)
+	kickFd  int          // the kicker's own socket, which waiting leaves out
 
 	stats struct {
 		inMsgs, inBytes, outMsgs, outBytes counter
@@ -66,6 +84,9 @@ func newReactor(e *Engine, ex Executor, idx int) *reactor {
 		backlog: make(map[*client]struct{}),
 		clients: make(map[*client]struct{}),
 		scratch: make([]byte, 0, 512),
+		epfd:    -1,
+		efd:     -1,
+		kickFd:  -1,
 		rng:     rand.NewPCG(uint64(time.Now().UnixNano()), uint64(idx)),
 	}
 	r.wakeTask = r.onWake
@@ -147,6 +168,27 @@ func (r *reactor) onTick(now time.Time) {
 		}
 	}
 	r.endBatch()
+}
+
+// othersWaiting reports whether ending c's turn would let anyone else run.
+func (r *reactor) othersWaiting(c *client) bool {
+	return r.waiting == nil || r.waiting(c)
+}
+
+// yield queues c for another turn after the connections that are ready now.
+func (r *reactor) yield(c *client) {
+	if r.kick == nil {
+		_ = c.conn.Wake()
+		return
+	}
+	if !c.queued {
+		c.queued = true
+		r.runq = append(r.runq, c)
+	}
+	if !r.kickPending {
+		r.kickPending = true
+		r.kick()
+	}
 }
 
 // pick chooses one member of a queue group, spreading evenly without shared state.

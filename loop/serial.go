@@ -47,6 +47,15 @@ func (x *serial) Execute(task func()) error {
 	return nil
 }
 
+// waiting reports whether tasks are queued behind the one running (other connections'
+// traffic, wakes).
+func (x *serial) waiting(*client) bool {
+	x.mu.Lock()
+	n := len(x.q)
+	x.mu.Unlock()
+	return n > 0
+}
+
 func (x *serial) run() {
 	defer close(x.done)
 	for {

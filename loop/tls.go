@@ -31,7 +31,7 @@ const closeTLSHandshake = "TLS Handshake Failure"
 // what a connection buffers before its reader waits for the reactor to consume.
 const (
 	tlsReadChunk  = 32 * 1024
-	tlsInboundMax = 4 << 20
+	tlsInboundMax = 1 << 20
 )
 
 // tlsDriver accepts with a Go listener; each connection runs on goroutines and is assigned
@@ -79,7 +79,7 @@ func (d *tlsDriver) start() (*net.TCPAddr, error) {
 	for i := 0; i < cfg.Reactors; i++ {
 		x := newSerial(nil)
 		d.execs = append(d.execs, x)
-		d.e.reactorFor(x, x)
+		d.e.reactorFor(x, x).waiting = x.waiting
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	d.e.listening(addr)
@@ -109,7 +109,8 @@ func (d *tlsDriver) acceptLoop() {
 			_ = tc.SetNoDelay(true)
 		}
 		x := d.execs[int(d.next.Add(1)%uint64(len(d.execs)))]
-		c := &tlsConn{d: d, raw: nc, nc: nc, ex: x, wsig: make(chan struct{}, 1), room: make(chan struct{}, 1), quit: make(chan struct{})}
+		c := &tlsConn{d: d, raw: nc, nc: nc, ex: x, wsig: make(chan struct{}, 1), room: make(chan struct{}, 1),
+			resume: make(chan struct{}, 1), quit: make(chan struct{})}
 		d.mu.Lock()
 		if d.stopped {
 			d.mu.Unlock()
@@ -169,10 +170,13 @@ type tlsConn struct {
 	writing bool // the writer goroutine runs
 
 	pending atomic.Int64 // queued outbound bytes not yet written
-	wsig    chan struct{}
-	room    chan struct{}
-	quit    chan struct{}
-	quitO   sync.Once
+	// paused stops the reader after the chunk it has (SetReading); resume wakes it.
+	paused atomic.Bool
+	resume chan struct{}
+	wsig   chan struct{}
+	room   chan struct{}
+	quit   chan struct{}
+	quitO  sync.Once
 }
 
 func (t *tlsConn) TLSState() *tls.ConnectionState { return t.state }
@@ -193,6 +197,11 @@ func (t *tlsConn) Discard(n int) (int, error) {
 	}
 	t.rd += n
 	if t.rd == len(t.in) {
+		// Drained: a buffer grown by a burst goes back to the heap rather than stay with an
+		// idle connection.
+		if cap(t.in) > 2*tlsReadChunk {
+			t.in = nil
+		}
 		t.in, t.rd = t.in[:0], 0
 	} else if t.rd > 64*1024 && t.rd > len(t.in)/2 {
 		m := copy(t.in, t.in[t.rd:])
@@ -267,6 +276,17 @@ func (t *tlsConn) abort() {
 	t.mu.Unlock()
 	t.quitO.Do(func() { close(t.quit) })
 	_ = t.raw.Close()
+}
+
+// SetReading stops the reader goroutine before its next read: bytes then stay in the
+// kernel, as on the other engines.
+func (t *tlsConn) SetReading(on bool) {
+	if t.paused.Swap(!on) && on {
+		select {
+		case t.resume <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (t *tlsConn) Wake() error {
@@ -427,6 +447,8 @@ func (t *tlsConn) open(write func([]byte) error) bool {
 				}
 				if e.traffic(c) {
 					_ = t.Close()
+				} else if c.yielded {
+					_ = t.Wake()
 				}
 			}
 		}
@@ -473,9 +495,10 @@ func (t *tlsConn) push(b []byte) bool {
 	over := len(t.in)-t.rd >= tlsInboundMax
 	t.mu.Unlock()
 	_ = t.Wake()
-	for over {
+	for over || t.paused.Load() {
 		select {
 		case <-t.room:
+		case <-t.resume:
 		case <-t.quit:
 			return false
 		}
@@ -528,7 +551,7 @@ func (t *tlsConn) writer() {
 				}
 			}
 			t.mu.Lock()
-			if cap(buf) <= 1<<20 {
+			if cap(buf) <= 2*tlsReadChunk {
 				t.spare = buf[:0]
 			}
 			more := len(t.out) > 0

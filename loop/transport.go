@@ -21,6 +21,10 @@ type Conn interface {
 	// Wake makes the driver run traffic processing for this connection again on its reactor;
 	// safe from any goroutine.
 	Wake() error
+	// SetReading stops (false) or resumes (true) reading the socket. While stopped, what the
+	// peer sends stays in the kernel, whose TCP window then pushes back on it; bytes already
+	// buffered stay readable with Peek. Called on the reactor; resuming does not Wake.
+	SetReading(on bool)
 	RemoteAddr() net.Addr
 }
 

@@ -50,6 +50,9 @@ type Queue struct {
 	// msgs and bytes count the messages delivered through AppendMsg (monitoring's out_msgs and
 	// out_bytes), under the lock Append takes anyway.
 	msgs, bytes int64
+	// peak is the most pending bytes an append has seen: a connection that held a lot tells
+	// the engine, when it closes, that memory is worth handing back to the OS.
+	peak int64
 }
 
 // Append adds one frame made of up to three parts (control line, body, trailer) atomically.
@@ -86,6 +89,9 @@ func (q *Queue) append(a, b, c []byte, max int64, msg bool) (pending int64, sche
 	q.write(b)
 	q.write(c)
 	q.queued += n
+	if pending > q.peak {
+		q.peak = pending
+	}
 	if msg {
 		q.msgs++
 		q.bytes += int64(len(b))
@@ -144,6 +150,14 @@ func (q *Queue) Pending() int64 {
 	n := q.queued
 	q.mu.Unlock()
 	return n + q.sock.Load()
+}
+
+// Peak is the most bytes the queue and the socket layer held at once.
+func (q *Queue) Peak() int64 {
+	q.mu.Lock()
+	n := q.peak
+	q.mu.Unlock()
+	return n
 }
 
 // Counts reports the messages and payload bytes appended with AppendMsg so far.

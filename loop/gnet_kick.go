@@ -1,0 +1,149 @@
+package loop
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+)
+
+// A connection that ends its turn with input left (client.yielded) must run again, but only
+// after the reactor has served the other connections that are ready: a task queued with
+// Wake would not do, since gnet runs tasks queued while it drains its task queue in that same
+// drain, before it polls again. So each gnet reactor owns a socket pair whose one end is one
+// of its connections (the kicker): a yield writes a byte to the other end, the loop's next
+// poll reports the kicker readable together with every other ready socket, and the kicker's
+// OnTraffic gives each yielded connection one more turn.
+type gnetKicker struct {
+	r   *reactor
+	wfd int // the end natsd writes to
+}
+
+// startKicker creates r's kicker and enrolls it on el; until gnet has registered it, kicks
+// wait in the socket. gnet can only enroll a socket with a peer address, so the pair is made
+// through a listener on a temporary path rather than with socketpair(2). Without a kicker the
+// reactor falls back to Wake (gnet then gives a yielded connection its next turn in the same
+// drain of its task queue, which is correct, only less fair).
+func (d *gnetDriver) startKicker(r *reactor, el gnet.EventLoop) {
+	ours, theirs, err := kickerPair()
+	if err != nil {
+		d.kickerFailed(err)
+		return
+	}
+	wfd, err := dupNonblock(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		d.kickerFailed(err)
+		return
+	}
+	k := &gnetKicker{r: r, wfd: wfd}
+	res, err := el.Enroll(gnet.NewContext(context.Background(), k), theirs)
+	if err != nil {
+		theirs.Close()
+		unix.Close(wfd)
+		d.kickerFailed(err)
+		return
+	}
+	r.kick = k.kick
+	d.mu.Lock()
+	d.kickers = append(d.kickers, k)
+	d.mu.Unlock()
+	go func() {
+		if rr, ok := <-res; ok && rr.Err != nil {
+			d.kickerFailed(rr.Err)
+			_ = r.ex.Execute(func() {
+				r.kick = nil
+				for _, c := range r.runq {
+					c.queued = false
+					_ = c.conn.Wake()
+				}
+				r.runq = r.runq[:0]
+			})
+		}
+	}()
+}
+
+func (d *gnetDriver) kickerFailed(err error) {
+	if d.e.cfg.Log != nil {
+		d.e.cfg.Log.Warnf("Cannot set up a reactor's kicker (%v): busy connections take turns less fairly", err)
+	}
+}
+
+// kickerPair returns both ends of a connected Unix socket.
+func kickerPair() (ours, theirs *net.UnixConn, err error) {
+	dir, err := os.MkdirTemp("", "natsd-kick")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "k"), Net: "unix"})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ln.Close()
+	theirs, err = net.DialUnix("unix", nil, ln.Addr().(*net.UnixAddr))
+	if err != nil {
+		return nil, nil, err
+	}
+	ours, err = ln.AcceptUnix()
+	if err != nil {
+		theirs.Close()
+		return nil, nil, err
+	}
+	return ours, theirs, nil
+}
+
+// dupNonblock returns a non-blocking duplicate of c's descriptor, written to with raw
+// syscalls from the reactor.
+func dupNonblock(c *net.UnixConn) (int, error) {
+	f, err := c.File() // a blocking duplicate
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return -1, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func (k *gnetKicker) kick() {
+	// EAGAIN: the socket is full of earlier kicks, which will do.
+	_, _ = unix.Write(k.wfd, []byte{1})
+}
+
+// onTraffic runs the reactor's yielded connections, one turn each.
+func (k *gnetKicker) onTraffic(d *gnetDriver, gc gnet.Conn) {
+	_, _ = gc.Discard(-1)
+	r := k.r
+	r.kickPending = false
+	list := r.runq
+	r.runq = r.runqSpare[:0]
+	for i, c := range list {
+		list[i] = nil
+		c.queued = false
+		if c.closed || c.closing {
+			continue
+		}
+		if d.e.traffic(c) {
+			_ = c.conn.Close()
+			continue
+		}
+		if c.yielded {
+			r.yield(c)
+		}
+	}
+	r.runqSpare = list[:0]
+}
+
+func (k *gnetKicker) close() { unix.Close(k.wfd) }

@@ -1,0 +1,61 @@
+package attack
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// writeTLSConfig writes a self-signed certificate for 127.0.0.1 and a config file whose tls{}
+// block serves it, so both servers terminate TLS the same way; it returns the config's path.
+func writeTLSConfig(dir, name string) (string, error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "attack-tls")
+		if err != nil {
+			return "", err
+		}
+		dir = d
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "localhost"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", err
+	}
+	cert := filepath.Join(dir, name+"-cert.pem")
+	keyf := filepath.Join(dir, name+"-key.pem")
+	conf := filepath.Join(dir, name+".conf")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(keyf, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return "", err
+	}
+	body := fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n}\n", cert, keyf)
+	return conf, os.WriteFile(conf, []byte(body), 0o600)
+}
