@@ -106,6 +106,8 @@ type Engine struct {
 	closed     closedRing
 
 	authz authState // reloadable authentication (auth.go)
+
+	maxSubsLogged atomic.Int64 // when max_subscriptions was last logged (unix nanos)
 }
 
 // New prepares an engine; Start runs it.

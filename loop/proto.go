@@ -151,27 +151,36 @@ func (c *client) processSub(op *parser.Op) {
 	if c.subs == nil {
 		c.subs = make(map[string]*sub, 1)
 	}
-	if old, dup := c.subs[string(op.Sid)]; dup {
-		if !old.gone.Load() {
-			c.ok()
-			return
-		}
+	old := c.subs[string(op.Sid)]
+	if old != nil && old.gone.Load() {
 		// An auto-unsubscribe that finished elsewhere frees the sid.
 		delete(c.subs, string(op.Sid))
 		c.goneSubs.Add(-1)
+		old = nil
 	}
-	if !sublist.ValidSubject(op.Subject) || (len(op.Queue) > 0 && !sublist.ValidQueue(op.Queue)) {
-		c.sendErr(errTextInvalidSubj)
-		return
-	}
+	// nats-server's order: permissions, the subscription limit, then a sid already in use
+	// (+OK, nothing changes), and only then the subject's validity (its sublist refuses it).
 	if (c.perms.Load() != nil || (len(op.Queue) > 0 && op.Queue[0] == '_')) && c.subDenied(op) {
 		return
 	}
-	if g := int(c.goneSubs.Load()); g > 16 && g > len(c.subs)/2 {
+	g := int(c.goneSubs.Load())
+	if g > 16 && g > len(c.subs)/2 {
 		c.sweepSubs()
+		g = int(c.goneSubs.Load())
 	}
-	if m := c.r.e.cfg.MaxSubs; m > 0 && len(c.subs) >= m {
-		c.sendErr(errTextMaxSubs)
+	// Subscriptions an auto-unsubscribe finished (on whichever reactor delivered the last
+	// message) no longer count, even while their entries wait for the sweep: deliver counts
+	// one before it queues that message, so a client that has seen it finds its slot free.
+	if m := c.r.e.cfg.MaxSubs; m > 0 && len(c.subs)-g >= m {
+		c.maxSubsExceeded()
+		return
+	}
+	if old != nil {
+		c.ok()
+		return
+	}
+	if !sublist.ValidSubject(op.Subject) || (len(op.Queue) > 0 && !sublist.ValidQueue(op.Queue)) {
+		c.sendErr(errTextInvalidSubj)
 		return
 	}
 	s := &sub{
@@ -191,6 +200,21 @@ func (c *client) processSub(op *parser.Op) {
 	c.r.e.subInserts.Add(1)
 	c.ok()
 }
+
+// maxSubsExceeded refuses a SUB over max_subscriptions, logging it at most every two
+// seconds as nats-server does.
+func (c *client) maxSubsExceeded() {
+	e := c.r.e
+	if now := time.Now().UnixNano(); e.cfg.Log != nil {
+		if last := e.maxSubsLogged.Load(); now-last >= int64(maxSubsLogEvery) && e.maxSubsLogged.CompareAndSwap(last, now) {
+			e.cfg.Log.Errorf("%s:%d - cid:%d - %s", c.ip, c.port, c.cid, errTextMaxSubs)
+		}
+	}
+	c.sendErr(errTextMaxSubs)
+}
+
+// maxSubsLogEvery rate-limits the max_subscriptions error log (nats-server: per account).
+const maxSubsLogEvery = 2 * time.Second
 
 func (c *client) processUnsub(op *parser.Op) {
 	s := c.subs[string(op.Sid)]

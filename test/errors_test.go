@@ -43,6 +43,11 @@ func TestWireErrors(t *testing.T) {
 		{name: "invalid subject gt not last", in: "SUB foo.>.bar 1\r\n", want: errLine("Invalid Subject"), closed: false},
 		{name: "invalid subject verbose", connect: `{"verbose":true,"pedantic":false}`, in: "SUB foo..bar 1\r\n", want: "+OK\r\n" + errLine("Invalid Subject"), closed: false},
 		{name: "max subs", cfg: Config{MaxSubs: 2}, in: "SUB a 1\r\nSUB b 2\r\nSUB c 3\r\n", want: errLine("maximum subscriptions exceeded"), closed: false},
+		// At the limit, a sid already in use and an invalid subject both get the limit's error.
+		{name: "max subs sid in use", cfg: Config{MaxSubs: 2}, in: "SUB a 1\r\nSUB b 2\r\nSUB a 1\r\n", want: errLine("maximum subscriptions exceeded"), closed: false},
+		{name: "max subs invalid subject", cfg: Config{MaxSubs: 2}, in: "SUB a 1\r\nSUB b 2\r\nSUB foo..bar 3\r\n", want: errLine("maximum subscriptions exceeded"), closed: false},
+		{name: "sid in use below limit", cfg: Config{MaxSubs: 2}, connect: `{"verbose":true,"pedantic":false}`, in: "SUB a 1\r\nSUB a 1\r\n", want: "+OK\r\n+OK\r\n+OK\r\n", closed: false},
+		{name: "sid in use invalid subject", in: "SUB a 1\r\nSUB foo..bar 1\r\n", want: "", closed: false},
 		// silent closes
 		{name: "PUB missing size", in: "PUB foo\r\n", closed: true},
 		{name: "PUB non-numeric size", in: "PUB foo bar\r\n", closed: true},

@@ -301,6 +301,59 @@ func TestWireUnsubMax(t *testing.T) {
 	})
 }
 
+// TestWireAutoUnsubscribeFreesSlot: a subscription that ended by auto-unsubscribe stops
+// counting against max_subscriptions as soon as its last message is delivered, so a client
+// doing request-style cycles (SUB inbox, UNSUB max 1, request, reply) under a small limit
+// keeps working for as long as it likes.
+func TestWireAutoUnsubscribeFreesSlot(t *testing.T) {
+	const cycles = 100
+	cases := []struct {
+		name    string
+		maxSubs int
+		self    bool // the requester answers its own requests (delivery from its own reactor)
+	}{
+		{"responder elsewhere, limit 2", 2, false},
+		{"responder elsewhere, limit 1", 1, false},
+		{"own responder, limit 2", 2, true},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				u := tg.run(t, Config{MaxSubs: tc.maxSubs})
+				r := dialConnected(t, u, "")
+				resp := r
+				if tc.self {
+					r.send("SUB req 0\r\n")
+				} else {
+					resp = dialConnected(t, u, "")
+					resp.send("SUB req 0\r\n")
+					resp.expectOpen()
+				}
+				r.expectOpen()
+				for i := 1; i <= cycles; i++ {
+					sid := strconv.Itoa(i)
+					inbox := "_INBOX.r" + sid
+					r.send("SUB " + inbox + " " + sid + "\r\nUNSUB " + sid + " 1\r\n" + pub("req", inbox, "q"))
+					resp.expect(msg("req", "0", inbox, "q"))
+					resp.send(pub(inbox, "", "a"))
+					r.expect(msg(inbox, sid, "", "a"))
+				}
+				// The limit still holds for live subscriptions: one more than it leaves room for.
+				live := 0
+				if tc.self {
+					live = 1
+				}
+				extra := ""
+				for i := 0; i < tc.maxSubs-live+1; i++ {
+					extra += "SUB live." + strconv.Itoa(i) + " L" + strconv.Itoa(i) + "\r\n"
+				}
+				r.send(extra + "PING\r\n")
+				r.expect(errLine("maximum subscriptions exceeded") + "PONG\r\n")
+			})
+		}
+	})
+}
+
 func TestWireEchoFalse(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		u := tg.run(t, Config{})
