@@ -104,7 +104,8 @@ type Creds struct {
 
 // Identity is an authenticated client.
 type Identity struct {
-	Name  string // user name, nkey, or "" for token / single user
+	Name  string // user name, nkey, or "" for token
+	Nkey  bool   // Name is an nkey
 	Perms *Perms // nil: no restrictions
 }
 
@@ -154,7 +155,7 @@ func (c *Config) NoAuthIdentity() (*Identity, bool) {
 		return nil, false
 	}
 	if n := c.nkeys[c.noAuthUser]; n != nil {
-		return &Identity{Name: n.u.Nkey, Perms: n.perms}, true
+		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true
 	}
 	if u := c.users[c.noAuthUser]; u != nil {
 		return &Identity{Name: u.u.Username, Perms: u.perms}, true
@@ -180,7 +181,7 @@ func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 		if !verifyNonce(cr) {
 			return nil, false
 		}
-		return &Identity{Name: n.u.Nkey, Perms: n.perms}, true
+		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true
 	}
 	if c.users != nil {
 		var ue *userEntry

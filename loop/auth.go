@@ -3,6 +3,7 @@ package loop
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"math"
 	"runtime"
 	"sync/atomic"
@@ -26,6 +27,7 @@ type clientAuth struct {
 	nonce    []byte // INFO nonce (nkey users configured)
 	creds    *auth.Creds
 	name     string
+	nkey     bool // name is an nkey
 }
 
 // authSem bounds the goroutines running bcrypt/ed25519 checks at once.
@@ -147,7 +149,7 @@ func (c *client) authDone(cr *auth.Creds, id *auth.Identity, ok bool) bool {
 	}
 	c.au.awaiting = false
 	c.au.creds = cr
-	c.au.name = id.Name
+	c.au.name, c.au.nkey = id.Name, id.Nkey
 	c.authDeadline = 0
 	c.setPerms(id.Perms)
 	return true
@@ -220,10 +222,36 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 				if c.au.creds == nil {
 					c.au.creds = &auth.Creds{}
 				}
-				c.au.name = v.id.Name
+				c.au.name, c.au.nkey = v.id.Name, v.id.Nkey
 				c.setPerms(v.id.Perms)
+				c.revokeSubs()
 			}
 			r.endBatch()
 		})
 	}
+}
+
+// authUser names the client's identity in logs, as nats-server's getAuthUser does: the nkey,
+// else the user (the one a certificate or no_auth_user mapped to), else a redacted token.
+func (c *client) authUser() string {
+	if c.au == nil {
+		return `User "N/A"`
+	}
+	var cr auth.Creds
+	if c.au.creds != nil {
+		cr = *c.au.creds
+	}
+	switch {
+	case cr.Nkey != "":
+		return fmt.Sprintf("Nkey %q", cr.Nkey)
+	case c.au.nkey && c.au.name != "":
+		return fmt.Sprintf("Nkey %q", c.au.name)
+	case c.au.name != "":
+		return fmt.Sprintf("User %q", c.au.name)
+	case cr.User != "":
+		return fmt.Sprintf("User %q", cr.User)
+	case cr.Token != "":
+		return `Token "[REDACTED]"`
+	}
+	return `User "N/A"`
 }
