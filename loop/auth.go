@@ -69,6 +69,13 @@ func (c *client) authFirstByte(b byte) bool {
 		return true
 	}
 	if id, ok := cfg.NoAuthIdentity(); ok {
+		// nats-server takes this as the CONNECT: the auth timer stops (unless it fired) and a
+		// CONNECT sent later is a second one.
+		if c.authDeadline != 0 && time.Now().UnixNano() >= c.authDeadline {
+			c.closeWithErr(errTextAuthTimeout, closeAuthTimeout)
+			return false
+		}
+		c.connected = true
 		c.authDone(&auth.Creds{}, id, true)
 		return true
 	}

@@ -57,12 +57,12 @@ type sub struct {
 	filter    atomic.Bool // the subscriber's deny list may cover deliveries (see perm.go)
 }
 
-// connectOpts is CONNECT's JSON. Pointer fields distinguish "absent" from false because
-// nats-server's defaults for verbose, pedantic and echo are true.
+// connectOpts is CONNECT's JSON, unmarshalled over the connection's current options
+// (currentOpts), as nats-server does: a field CONNECT leaves out keeps its value.
 type connectOpts struct {
-	Verbose      *bool  `json:"verbose"`
-	Pedantic     *bool  `json:"pedantic"`
-	Echo         *bool  `json:"echo"`
+	Verbose      bool   `json:"verbose"`
+	Pedantic     bool   `json:"pedantic"`
+	Echo         bool   `json:"echo"`
 	Headers      bool   `json:"headers"`
 	NoResponders bool   `json:"no_responders"`
 	Protocol     int    `json:"protocol"`
@@ -70,7 +70,7 @@ type connectOpts struct {
 	Lang         string `json:"lang"`
 	Version      string `json:"version"`
 	Account      string `json:"account"`
-	NewAccount   *bool  `json:"new_account"`
+	NewAccount   bool   `json:"new_account"`
 	User         string `json:"user"`
 	Pass         string `json:"pass"`
 	Token        string `json:"auth_token"`
@@ -96,7 +96,7 @@ type client struct {
 	// headers is read by publishers on other reactors (HMSG or MSG?), and a client may send
 	// CONNECT after SUB, so it is atomic.
 	headers             atomic.Bool
-	connected           bool
+	connected           bool // a CONNECT was received (or no_auth_user stood in for it)
 	firstPong           bool // the PONG to the first PING after CONNECT has been sent
 	protocol            int
 	name, lang, version string

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"os"
@@ -432,4 +433,128 @@ func TestAuthReloadChangesPassword(t *testing.T) {
 	rb.send("PUB y 0\r\n\r\nPUB x 0\r\n\r\nPING\r\n")
 	rb.expect("-ERR 'Permissions Violation for Publish to \"x\"'\r\n")
 	rb.expect("PONG\r\n")
+}
+
+// TestAuthSecondConnect: a later CONNECT authenticates again with its fields merged over the
+// earlier ones (absent credentials are kept), gets the permissions of the user it now names,
+// and drops the connection's subscriptions; a failed check closes the connection. Each
+// scenario runs on natsd and nats-server from the same file.
+func TestAuthSecondConnect(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pc"), bcrypt.MinCost)
+	conf := `authorization { users: [
+		{user: alice, password: pa, permissions: {publish: {allow: ["a"]}}}
+		{user: bob, password: pb}
+		{user: carol, password: "` + string(hash) + `", permissions: {publish: {allow: ["c"]}}}
+		{nkey: ` + pub + `, permissions: {publish: {allow: ["n"]}}}
+	] }
+`
+	const quiet = `"verbose":false,"pedantic":false`
+	denied := func(subj string) string { return `-ERR 'Permissions Violation for Publish to "` + subj + `"'` + "\r\n" }
+	type step struct{ send, want string }
+	cases := []struct {
+		name   string
+		nkey   bool // the first CONNECT signs the nonce with the nkey user
+		steps  []step
+		closed bool
+	}{
+		{name: "wrong password", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"pass":"bad"}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "unknown user", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"user":"mallory"}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "other user's permissions", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", denied("b")},
+			{"", "PONG\r\n"},
+			{`CONNECT {"user":"bob","pass":"pb"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", "PONG\r\n"},
+		}},
+		{name: "back to a restricted user", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"bob","pass":"pb"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"user":"alice","pass":"pa"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", denied("b")},
+			{"", "PONG\r\n"},
+		}},
+		{name: "credentials kept", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\n" + `CONNECT {"name":"again"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", denied("b")},
+			{"", "PONG\r\n"},
+		}},
+		{name: "bcrypt user", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"carol","pass":"pc"}` + "\r\nPUB a 0\r\n\r\nPING\r\n", denied("a")},
+			{"", "PONG\r\n"},
+			{`CONNECT {"user":"alice","pass":"pa"}` + "\r\nPUB a 0\r\n\r\nPUB c 0\r\n\r\nPING\r\n", denied("c")},
+			{"", "PONG\r\n"},
+			{`CONNECT {"user":"carol","pass":"bad"}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "nkey signature kept", nkey: true, steps: []step{
+			{"CONNECT {}\r\nPUB a 0\r\n\r\nPING\r\n", denied("a")},
+			{"", "PONG\r\n"},
+		}},
+		{name: "subscriptions dropped", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nSUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n", "MSG a 1 1\r\n"},
+			{"", "x\r\n"},
+			{"", "PONG\r\n"},
+			{`CONNECT {}` + "\r\nPUB a 1\r\nx\r\nPING\r\n", "PONG\r\n"},
+		}},
+		{name: "verbose kept", steps: []step{
+			{`CONNECT {"verbose":true,"pedantic":false,"user":"alice","pass":"pa"}` + "\r\n", "+OK\r\n"},
+			{`CONNECT {"user":"bob","pass":"pb"}` + "\r\n", "+OK\r\n"},
+		}},
+		{name: "authentication before protocol", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"bad","protocol":2}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "protocol after authentication", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa","protocol":2}` + "\r\n", "-ERR 'invalid client protocol'\r\n"},
+		}, closed: true},
+		{name: "account after authentication", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"account":"X"}` + "\r\n", authViolation},
+		}, closed: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, conf, func(t *testing.T, s *compatServer) {
+				r := s.dial()
+				if tc.nkey {
+					nonce, _ := r.info["nonce"].(string)
+					sig, _ := kp.Sign([]byte(nonce))
+					r.send(`CONNECT {` + quiet + `,"nkey":"` + pub + `","sig":"` + base64.RawURLEncoding.EncodeToString(sig) + `"}` + "\r\nPUB a 0\r\n\r\nPING\r\n")
+					r.expect(denied("a"))
+					r.expect("PONG\r\n")
+				}
+				for _, st := range tc.steps {
+					if st.send != "" {
+						r.send(st.send)
+					}
+					r.expect(st.want)
+				}
+				if tc.closed {
+					r.expectClosed()
+					return
+				}
+				r.send("PING\r\n")
+				r.expect("PONG\r\n")
+			})
+		})
+	}
+}
+
+// TestAuthNoAuthUserThenConnect: with no_auth_user, an op before any CONNECT stands in for it
+// (nats-server marks CONNECT received), so a CONNECT sent afterwards is a second one and
+// drops the subscriptions made before it.
+func TestAuthNoAuthUserThenConnect(t *testing.T) {
+	conf := "authorization { users: [{user: a, password: pa}] }\nno_auth_user: a\n"
+	forBoth(t, conf, func(t *testing.T, s *compatServer) {
+		r := s.dial()
+		r.send("SUB x 1\r\nPUB x 1\r\ny\r\nPING\r\n")
+		r.expect("+OK\r\n")
+		r.expect("+OK\r\n")
+		r.expect("MSG x 1 1\r\n")
+		r.expect("y\r\n")
+		r.expect("PONG\r\n")
+		r.send(`CONNECT {"verbose":false}` + "\r\nPUB x 1\r\ny\r\nPING\r\n")
+		r.expect("PONG\r\n")
+	})
 }

@@ -493,3 +493,28 @@ func TestReloadRevokesSubscriptionsNames(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadTurnsOnAuth: a reload that turns authentication on checks what each connected
+// client sent in CONNECT, as nats-server does: one whose credentials now name a user stays
+// (with that user's permissions), the others are closed.
+func TestReloadTurnsOnAuth(t *testing.T) {
+	forBoth(t, "", func(t *testing.T, s *compatServer) {
+		good := s.dial()
+		good.send(`CONNECT {"verbose":false,"pedantic":false,"user":"alice","pass":"pa"}` + "\r\nPING\r\n")
+		good.expect("PONG\r\n")
+		bad := s.dial()
+		bad.send(`CONNECT {"verbose":false,"pedantic":false,"user":"alice","pass":"nope"}` + "\r\nPING\r\n")
+		bad.expect("PONG\r\n")
+		none := s.dial()
+		none.send(`CONNECT {"verbose":false,"pedantic":false}` + "\r\nPING\r\n")
+		none.expect("PONG\r\n")
+		s.reloadWith(`authorization { users: [{user: alice, password: pa, permissions: {publish: {deny: ["x"]}}}] }` + "\n")
+		bad.expect(authViolation)
+		bad.expectClosed()
+		none.expect(authViolation)
+		none.expectClosed()
+		good.send("PUB x 0\r\n\r\nPING\r\n")
+		good.expect(`-ERR 'Permissions Violation for Publish to "x"'` + "\r\n")
+		good.expect("PONG\r\n")
+	})
+}
