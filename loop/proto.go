@@ -106,6 +106,11 @@ func (c *client) parseError(err error) {
 	if c.r.e.cfg.Log != nil {
 		c.r.e.cfg.Log.Debugf("%s - cid:%d - Client parser error: %v", c.ip, c.cid, err)
 	}
+	if pe == parser.ErrPayloadEnd && c.pedantic && !sublist.ValidLiteralSubject(c.op.Subject) {
+		// nats-server judges the subject when the control line arrives, before the body whose
+		// end is wrong: both errors go out.
+		c.sendErr(errTextInvalidPub)
+	}
 	c.closeWithErr(pe.Text, pe.Reason)
 }
 
