@@ -90,6 +90,9 @@ func New(o Options) (*Config, error) {
 // Required reports whether clients must authenticate (INFO auth_required).
 func (c *Config) Required() bool { return c != nil && c.required }
 
+// MapsCerts reports whether client certificates name the users (verify_and_map).
+func (c *Config) MapsCerts() bool { return c != nil && c.tlsMap }
+
 // NeedsNonce reports whether INFO carries a nonce (nkey users configured).
 func (c *Config) NeedsNonce() bool { return c != nil && len(c.nkeys) > 0 }
 
@@ -197,11 +200,9 @@ func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 			}
 		}
 		if ue != nil {
-			pass := ue.u.Password
-			if c.tlsMap && pass == "" {
-				return &Identity{Name: ue.u.Username, Perms: ue.perms}, true
-			}
-			if !comparePasswords(pass, cr.Pass) {
+			// With verify_and_map too: the certificate names the user (a user in CONNECT is
+			// ignored), and CONNECT's password must still be that user's, empty for none.
+			if !comparePasswords(ue.u.Password, cr.Pass) {
 				return nil, false
 			}
 			return &Identity{Name: ue.u.Username, Perms: ue.perms}, true

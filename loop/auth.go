@@ -154,6 +154,9 @@ func (c *client) authDone(cr *auth.Creds, id *auth.Identity, ok bool) bool {
 		c.authViolation()
 		return false
 	}
+	if cr.User != "" && c.r.e.cfg.Log != nil && c.r.e.authConfig().MapsCerts() {
+		c.r.e.cfg.Log.Warnf("User %q found in connect proto, but user required from cert", cr.User)
+	}
 	c.au.awaiting = false
 	c.au.creds = cr
 	c.au.name, c.au.nkey = id.Name, id.Nkey

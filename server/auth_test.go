@@ -558,3 +558,57 @@ func TestAuthNoAuthUserThenConnect(t *testing.T) {
 		r.expect("PONG\r\n")
 	})
 }
+
+// TestAuthNkeySignatureEncodings: an nkey signature is read as unpadded base64url, else as
+// padded standard base64 (nats-server's rule), so a padded base64url signature passes when it
+// holds no '-' or '_' and fails otherwise, and an unpadded standard one passes only without
+// '+' or '/'. Each connection's verdict must follow the rule, on both servers; every
+// encoding is tried until both verdicts were seen where the rule gives both.
+func TestAuthNkeySignatureEncodings(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	conf := "authorization { users: [{nkey: " + pub + "}] }\n"
+	encodings := []struct {
+		name string
+		enc  *base64.Encoding
+		both bool // the rule accepts some signatures and refuses others
+	}{
+		{"unpadded base64url", base64.RawURLEncoding, false},
+		{"padded base64url", base64.URLEncoding, true},
+		{"padded standard", base64.StdEncoding, false},
+		{"unpadded standard", base64.RawStdEncoding, true},
+	}
+	accepts := func(sig string) bool {
+		if _, err := base64.RawURLEncoding.DecodeString(sig); err == nil {
+			return true
+		}
+		_, err := base64.StdEncoding.DecodeString(sig)
+		return err == nil
+	}
+	for _, e := range encodings {
+		t.Run(e.name, func(t *testing.T) {
+			forBoth(t, conf, func(t *testing.T, s *compatServer) {
+				seen := map[bool]int{}
+				for i := 0; i < 400 && (i < 8 || (e.both && len(seen) < 2)); i++ {
+					r := s.dial()
+					nonce, _ := r.info["nonce"].(string)
+					raw, _ := kp.Sign([]byte(nonce))
+					sig := e.enc.EncodeToString(raw)
+					ok := accepts(sig)
+					seen[ok]++
+					r.send(`CONNECT {"verbose":false,"pedantic":false,"nkey":"` + pub + `","sig":"` + sig + "\"}\r\nPING\r\n")
+					if ok {
+						r.expect("PONG\r\n")
+					} else {
+						r.expect(authViolation)
+						r.expectClosed()
+					}
+					r.c.Close()
+				}
+				if e.both && len(seen) < 2 {
+					t.Fatalf("saw only %v", seen)
+				}
+			})
+		})
+	}
+}
