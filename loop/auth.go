@@ -51,7 +51,8 @@ func (e *Engine) authOpen(c *client) {
 	if cfg.NeedsNonce() {
 		c.au.nonce = auth.NewNonce()
 	}
-	if d := e.cfg.AuthTimeout; d > 0 {
+	if d := e.cfg.AuthTimeout; d != 0 {
+		// A negative timeout has expired already: the first tick (or CONNECT) times out.
 		c.authDeadline = time.Now().Add(d).UnixNano()
 	}
 }
