@@ -276,7 +276,6 @@ func (e *Engine) connClosed(c *client) {
 		return
 	}
 	c.closed = true
-	e.conns.Add(-1)
 	r := c.r
 	delete(r.clients, c)
 	delete(r.backlog, c)
@@ -296,6 +295,8 @@ func (e *Engine) connClosed(c *client) {
 		}
 	}
 	e.addClosed(cc, c.reason)
+	// Only now: whoever sees the count drop finds the connection among the closed ones.
+	e.conns.Add(-1)
 	if e.cfg.Log != nil {
 		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, c.port, c.cid, c.reason)
 	}
