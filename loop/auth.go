@@ -129,19 +129,23 @@ func (c *client) authConnect(o *connectOpts) bool {
 		_ = ex.Execute(func() {
 			c.au.pending = false
 			c.stalled = false
-			if c.closed || c.closing {
+			if c.closed {
 				return
 			}
-			if e.authConfig() != cfg {
-				// A reload raced with the check: verify again against the new config.
-				if c.authConnect(&opts) {
+			if !c.closing {
+				if e.authConfig() != cfg {
+					// A reload raced with the check: verify again against the new config.
+					if c.authConnect(&opts) {
+						c.applyConnect(&opts)
+					}
+				} else if c.authDone(cr, id, ok) {
 					c.applyConnect(&opts)
 				}
-			} else if c.authDone(cr, id, ok) {
-				c.applyConnect(&opts)
+				c.r.endBatch()
 			}
-			c.r.endBatch()
-			if !c.closing && !c.au.pending {
+			if !c.au.pending {
+				// Refused or not, the driver must look again: netpoll's pump waits for this
+				// Wake even when the connection is closing.
 				_ = c.conn.Wake()
 			}
 		})

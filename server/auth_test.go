@@ -612,3 +612,31 @@ func TestAuthNkeySignatureEncodings(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthRefusedOffReactorCloses: a CONNECT refused by a check that ran off the reactor
+// (nkey signature, bcrypt) closes the connection on every engine (netpoll's pump waited for a
+// wake that never came).
+func TestAuthRefusedOffReactorCloses(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pc"), bcrypt.MinCost)
+	for _, eng := range engines {
+		t.Run(eng, func(t *testing.T) {
+			s := startAuth(t, func(o *Options) {
+				o.Engine = eng
+				o.Nkeys = []*auth.NkeyUser{{Nkey: pub}}
+				o.Users = []*auth.User{{Username: "carol", Password: string(hash)}}
+			})
+			for _, connect := range []string{
+				`{"verbose":false,"nkey":"` + pub + `","sig":"bm90IGEgc2lnbmF0dXJl"}`,
+				`{"verbose":false,"nkey":"` + pub + `","sig":"%%%"}`,
+				`{"verbose":false,"user":"carol","pass":"bad"}`,
+			} {
+				r := dialRawAuth(t, s)
+				r.send("CONNECT " + connect + "\r\nPING\r\n")
+				r.expect(authViolation)
+				r.expectClosed()
+			}
+		})
+	}
+}
