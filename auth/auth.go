@@ -161,27 +161,52 @@ func (c *Config) NoAuthIdentity() (*Identity, bool) {
 		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true
 	}
 	if u := c.users[c.noAuthUser]; u != nil {
+		if IsBcrypt(u.u.Password) {
+			// nats-server checks no_auth_user's password against itself (NoAuthCreds), which
+			// a bcrypt hash never matches: such a no_auth_user lets nobody in.
+			return nil, false
+		}
 		return &Identity{Name: u.u.Username, Perms: u.perms}, true
 	}
 	return nil, false
 }
 
+// NoAuthCreds fills cr, which holds no credentials, with no_auth_user's, as nats-server
+// writes them into the client's options: a later CONNECT (merged over them) or a reload then
+// checks those.
+func (c *Config) NoAuthCreds(cr *Creds) {
+	if c == nil || c.noAuthUser == "" {
+		return
+	}
+	if n := c.nkeys[c.noAuthUser]; n != nil {
+		cr.Nkey = n.u.Nkey
+	} else if u := c.users[c.noAuthUser]; u != nil {
+		cr.User, cr.Pass = u.u.Username, u.u.Password
+	}
+}
+
 // Authenticate checks cr with nats-server's order: nkeys, then users (or the certificate with
-// verify_and_map), then the single token or user. It may run bcrypt: call it off the reactor
-// when Expensive says so.
+// verify_and_map), then the single token or user. A client with no credentials at all gets
+// no_auth_user's, written into cr (see NoAuthCreds). It may run bcrypt: call it off the
+// reactor when Expensive says so.
 func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 	if !c.Required() {
 		return &Identity{}, true
 	}
 	if noCreds(cr) && c.noAuthUser != "" && !c.tlsMap {
-		return c.NoAuthIdentity()
+		id, ok := c.NoAuthIdentity()
+		if ok {
+			c.NoAuthCreds(cr)
+		}
+		return id, ok
 	}
 	if c.nkeys != nil && cr.Nkey != "" {
 		n := c.nkeys[cr.Nkey]
 		if n == nil {
 			return nil, false
 		}
-		if !verifyNonce(cr) {
+		// no_auth_user's nkey needs no signature (nats-server).
+		if n.u.Nkey != c.noAuthUser && !verifyNonce(cr) {
 			return nil, false
 		}
 		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true

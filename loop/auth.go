@@ -69,7 +69,8 @@ func (c *client) authFirstByte(b byte) bool {
 		c.au.awaiting = false
 		return true
 	}
-	if id, ok := cfg.NoAuthIdentity(); ok {
+	// nats-server lets ops come first only for a no_auth_user from the users list, not an nkey.
+	if id, ok := cfg.NoAuthIdentity(); ok && !id.Nkey {
 		// nats-server takes this as the CONNECT: the auth timer stops (unless it fired) and a
 		// CONNECT sent later is a second one.
 		if c.authDeadline != 0 && time.Now().UnixNano() >= c.authDeadline {
@@ -77,7 +78,9 @@ func (c *client) authFirstByte(b byte) bool {
 			return false
 		}
 		c.connected = true
-		c.authDone(&auth.Creds{}, id, true)
+		cr := &auth.Creds{Nonce: c.au.nonce}
+		cfg.NoAuthCreds(cr)
+		c.authDone(cr, id, true)
 		return true
 	}
 	c.authViolation()
@@ -182,6 +185,7 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 	}
 	type verdict struct {
 		c  *client
+		cr *auth.Creds // what was checked, with no_auth_user's filled in (Authenticate)
 		id *auth.Identity
 		ok bool
 	}
@@ -193,9 +197,10 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 				if c.closing || c.closed || (c.au != nil && (c.au.awaiting || c.au.pending)) {
 					continue
 				}
+				// A copy: Authenticate may fill it in, off this reactor.
 				cr := &auth.Creds{}
 				if c.au != nil && c.au.creds != nil {
-					cr = c.au.creds
+					*cr = *c.au.creds
 				}
 				list = append(list, check{c, cr})
 			}
@@ -212,11 +217,17 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 		memo := make(map[string]verdict)
 		out := make([]verdict, 0, len(list))
 		for _, k := range list {
+			// Same user, password and token: same verdict (bcrypt once), unless an nkey or a
+			// certificate is involved.
+			plain := k.cr.Nkey == "" && len(k.cr.Certs) == 0
 			key := k.cr.User + "\x00" + k.cr.Pass + "\x00" + k.cr.Token
 			v, seen := memo[key]
-			if !seen || k.cr.Nkey != "" || len(k.cr.Certs) > 0 {
+			if !plain || !seen {
 				v.id, v.ok = cfg.Authenticate(k.cr)
-				memo[key] = v
+				v.cr = k.cr
+				if plain {
+					memo[key] = v
+				}
 			}
 			v.c = k.c
 			out = append(out, v)
@@ -234,9 +245,7 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 				if c.au == nil {
 					c.au = &clientAuth{}
 				}
-				if c.au.creds == nil {
-					c.au.creds = &auth.Creds{}
-				}
+				c.au.creds = v.cr
 				c.au.name, c.au.nkey = v.id.Name, v.id.Nkey
 				c.setPerms(v.id.Perms)
 				c.revokeSubs()

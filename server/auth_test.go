@@ -541,22 +541,72 @@ func TestAuthSecondConnect(t *testing.T) {
 	}
 }
 
-// TestAuthNoAuthUserThenConnect: with no_auth_user, an op before any CONNECT stands in for it
-// (nats-server marks CONNECT received), so a CONNECT sent afterwards is a second one and
-// drops the subscriptions made before it.
+// TestAuthNoAuthUserThenConnect: with no_auth_user, a client without credentials is given
+// that user's, written into its options as nats-server does: an op before any CONNECT stands
+// in for CONNECT (a CONNECT sent afterwards is a second one and drops the subscriptions), a
+// later CONNECT is checked with those credentials merged in, no_auth_user's nkey needs no
+// signature, and a no_auth_user with a bcrypt password lets nobody in (nats-server compares
+// the hash with itself); an nkey no_auth_user does not let ops come before CONNECT.
 func TestAuthNoAuthUserThenConnect(t *testing.T) {
-	conf := "authorization { users: [{user: a, password: pa}] }\nno_auth_user: a\n"
-	forBoth(t, conf, func(t *testing.T, s *compatServer) {
-		r := s.dial()
-		r.send("SUB x 1\r\nPUB x 1\r\ny\r\nPING\r\n")
-		r.expect("+OK\r\n")
-		r.expect("+OK\r\n")
-		r.expect("MSG x 1 1\r\n")
-		r.expect("y\r\n")
-		r.expect("PONG\r\n")
-		r.send(`CONNECT {"verbose":false}` + "\r\nPUB x 1\r\ny\r\nPING\r\n")
-		r.expect("PONG\r\n")
-	})
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pc"), bcrypt.MinCost)
+	plain := "authorization { users: [{user: bob, password: pb}, {user: eve, password: pe}] }\nno_auth_user: bob\n"
+	hashed := "authorization { users: [{user: carol, password: \"" + string(hash) + "\"}] }\nno_auth_user: carol\n"
+	nkey := "authorization { users: [{nkey: " + pub + "}, {user: eve, password: pe}] }\nno_auth_user: " + pub + "\n"
+	type step struct{ send, want string }
+	cases := []struct {
+		name, conf string
+		steps      []step
+		closed     bool
+	}{
+		{"op first, then CONNECT drops subscriptions", plain, []step{
+			{"SUB x 1\r\nPUB x 1\r\ny\r\nPING\r\n", "+OK\r\n"}, {"", "+OK\r\n"}, {"", "MSG x 1 1\r\n"}, {"", "y\r\n"}, {"", "PONG\r\n"},
+			{`CONNECT {"verbose":false}` + "\r\nPUB x 1\r\ny\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"op first, then CONNECT with the user's password", plain, []step{
+			{"PING\r\n", "PONG\r\n"}, {`CONNECT {"verbose":false,"pass":"pb"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"op first, then CONNECT with a wrong password", plain, []step{
+			{"PING\r\n", "PONG\r\n"}, {`CONNECT {"verbose":false,"pass":"bad"}` + "\r\n", authViolation},
+		}, true},
+		{"empty CONNECT, then another user", plain, []step{
+			{`CONNECT {"verbose":false}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"user":"eve","pass":"pe"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"bcrypt no_auth_user, op first", hashed, []step{{"PING\r\n", authViolation}}, true},
+		{"bcrypt no_auth_user, empty CONNECT", hashed, []step{{`CONNECT {"verbose":false}` + "\r\nPING\r\n", authViolation}}, true},
+		{"bcrypt no_auth_user, CONNECT with its password", hashed, []step{
+			{`CONNECT {"verbose":false,"user":"carol","pass":"pc"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"nkey no_auth_user named without a signature", nkey, []step{
+			{`CONNECT {"verbose":false,"nkey":"` + pub + `"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"nkey no_auth_user, empty CONNECT twice", nkey, []step{
+			{`CONNECT {"verbose":false}` + "\r\nPING\r\n", "PONG\r\n"}, {"CONNECT {}\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		// Only a no_auth_user from the users list lets ops come before CONNECT.
+		{"nkey no_auth_user, op first", nkey, []step{{"PING\r\n", authViolation}}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, tc.conf, func(t *testing.T, s *compatServer) {
+				r := s.dial()
+				for _, st := range tc.steps {
+					if st.send != "" {
+						r.send(st.send)
+					}
+					r.expect(st.want)
+				}
+				if tc.closed {
+					r.expectClosed()
+					return
+				}
+				r.send("PING\r\n")
+				r.expect("PONG\r\n")
+			})
+		})
+	}
 }
 
 // TestAuthNkeySignatureEncodings: an nkey signature is read as unpadded base64url, else as

@@ -518,3 +518,37 @@ func TestReloadTurnsOnAuth(t *testing.T) {
 		good.expect("PONG\r\n")
 	})
 }
+
+// TestReloadNoAuthUserPassword: a client let in as no_auth_user holds that user's credentials
+// (nats-server writes them into its options), so a reload that changes the user's password
+// closes it, and one that keeps the password keeps it.
+func TestReloadNoAuthUserPassword(t *testing.T) {
+	conf := func(pass string) string {
+		return "authorization { users: [{user: bob, password: " + pass + "}, {user: eve, password: pe}] }\nno_auth_user: bob\n"
+	}
+	for _, tc := range []struct {
+		name, after string
+		closed      bool
+	}{{"password changed", "pb2", true}, {"password kept, other user changed", "pb", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, conf("pb"), func(t *testing.T, s *compatServer) {
+				op := s.dial() // no CONNECT at all
+				op.send("PING\r\n")
+				op.expect("PONG\r\n")
+				empty := s.dial()
+				empty.send(`CONNECT {"verbose":false}` + "\r\nPING\r\n")
+				empty.expect("PONG\r\n")
+				s.reloadWith(strings.Replace(conf(tc.after), "password: pe", "password: pe2", 1))
+				for _, r := range []*raw{op, empty} {
+					if tc.closed {
+						r.expect(authViolation)
+						r.expectClosed()
+						continue
+					}
+					r.send("PING\r\n")
+					r.expect("PONG\r\n")
+				}
+			})
+		})
+	}
+}
