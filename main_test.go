@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -276,3 +279,23 @@ var (
 	binPath string
 	binErr  error
 )
+
+// TestLimitFlagsUnknown: nats-server has no flags for the limits (cli-flags.md), only config
+// keys; natsd refuses them the same way.
+func TestLimitFlagsUnknown(t *testing.T) {
+	for _, args := range [][]string{
+		{"--max_connections", "0"}, {"--max_subscriptions=-5"}, {"--max_payload", "-1"},
+		{"--ping_interval", "-1s"}, {"--write_deadline", "-1s"},
+	} {
+		want := "flag provided but not defined: -" + strings.TrimLeft(strings.SplitN(args[0], "=", 2)[0], "-")
+		if _, _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("natsd %v: err = %v, want %q", args, err, want)
+		}
+		fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		noop := func() {}
+		if _, err := natsserver.ConfigureOptions(fs, args, noop, noop, noop); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("nats-server %v: err = %v, want %q", args, err, want)
+		}
+	}
+}

@@ -90,6 +90,9 @@ func New(o Options) (*Config, error) {
 // Required reports whether clients must authenticate (INFO auth_required).
 func (c *Config) Required() bool { return c != nil && c.required }
 
+// MapsCerts reports whether client certificates name the users (verify_and_map).
+func (c *Config) MapsCerts() bool { return c != nil && c.tlsMap }
+
 // NeedsNonce reports whether INFO carries a nonce (nkey users configured).
 func (c *Config) NeedsNonce() bool { return c != nil && len(c.nkeys) > 0 }
 
@@ -104,7 +107,8 @@ type Creds struct {
 
 // Identity is an authenticated client.
 type Identity struct {
-	Name  string // user name, nkey, or "" for token / single user
+	Name  string // user name, nkey, or "" for token
+	Nkey  bool   // Name is an nkey
 	Perms *Perms // nil: no restrictions
 }
 
@@ -154,33 +158,58 @@ func (c *Config) NoAuthIdentity() (*Identity, bool) {
 		return nil, false
 	}
 	if n := c.nkeys[c.noAuthUser]; n != nil {
-		return &Identity{Name: n.u.Nkey, Perms: n.perms}, true
+		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true
 	}
 	if u := c.users[c.noAuthUser]; u != nil {
+		if IsBcrypt(u.u.Password) {
+			// nats-server checks no_auth_user's password against itself (NoAuthCreds), which
+			// a bcrypt hash never matches: such a no_auth_user lets nobody in.
+			return nil, false
+		}
 		return &Identity{Name: u.u.Username, Perms: u.perms}, true
 	}
 	return nil, false
 }
 
+// NoAuthCreds fills cr, which holds no credentials, with no_auth_user's, as nats-server
+// writes them into the client's options: a later CONNECT (merged over them) or a reload then
+// checks those.
+func (c *Config) NoAuthCreds(cr *Creds) {
+	if c == nil || c.noAuthUser == "" {
+		return
+	}
+	if n := c.nkeys[c.noAuthUser]; n != nil {
+		cr.Nkey = n.u.Nkey
+	} else if u := c.users[c.noAuthUser]; u != nil {
+		cr.User, cr.Pass = u.u.Username, u.u.Password
+	}
+}
+
 // Authenticate checks cr with nats-server's order: nkeys, then users (or the certificate with
-// verify_and_map), then the single token or user. It may run bcrypt: call it off the reactor
-// when Expensive says so.
+// verify_and_map), then the single token or user. A client with no credentials at all gets
+// no_auth_user's, written into cr (see NoAuthCreds). It may run bcrypt: call it off the
+// reactor when Expensive says so.
 func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 	if !c.Required() {
 		return &Identity{}, true
 	}
 	if noCreds(cr) && c.noAuthUser != "" && !c.tlsMap {
-		return c.NoAuthIdentity()
+		id, ok := c.NoAuthIdentity()
+		if ok {
+			c.NoAuthCreds(cr)
+		}
+		return id, ok
 	}
 	if c.nkeys != nil && cr.Nkey != "" {
 		n := c.nkeys[cr.Nkey]
 		if n == nil {
 			return nil, false
 		}
-		if !verifyNonce(cr) {
+		// no_auth_user's nkey needs no signature (nats-server).
+		if n.u.Nkey != c.noAuthUser && !verifyNonce(cr) {
 			return nil, false
 		}
-		return &Identity{Name: n.u.Nkey, Perms: n.perms}, true
+		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true
 	}
 	if c.users != nil {
 		var ue *userEntry
@@ -196,11 +225,9 @@ func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 			}
 		}
 		if ue != nil {
-			pass := ue.u.Password
-			if c.tlsMap && pass == "" {
-				return &Identity{Name: ue.u.Username, Perms: ue.perms}, true
-			}
-			if !comparePasswords(pass, cr.Pass) {
+			// With verify_and_map too: the certificate names the user (a user in CONNECT is
+			// ignored), and CONNECT's password must still be that user's, empty for none.
+			if !comparePasswords(ue.u.Password, cr.Pass) {
 				return nil, false
 			}
 			return &Identity{Name: ue.u.Username, Perms: ue.perms}, true

@@ -3,6 +3,7 @@ package loop
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"math"
 	"runtime"
 	"sync/atomic"
@@ -26,6 +27,7 @@ type clientAuth struct {
 	nonce    []byte // INFO nonce (nkey users configured)
 	creds    *auth.Creds
 	name     string
+	nkey     bool // name is an nkey
 }
 
 // authSem bounds the goroutines running bcrypt/ed25519 checks at once.
@@ -49,7 +51,8 @@ func (e *Engine) authOpen(c *client) {
 	if cfg.NeedsNonce() {
 		c.au.nonce = auth.NewNonce()
 	}
-	if d := e.cfg.AuthTimeout; d > 0 {
+	if d := e.cfg.AuthTimeout; d != 0 {
+		// A negative timeout has expired already: the first tick (or CONNECT) times out.
 		c.authDeadline = time.Now().Add(d).UnixNano()
 	}
 }
@@ -66,8 +69,18 @@ func (c *client) authFirstByte(b byte) bool {
 		c.au.awaiting = false
 		return true
 	}
-	if id, ok := cfg.NoAuthIdentity(); ok {
-		c.authDone(&auth.Creds{}, id, true)
+	// nats-server lets ops come first only for a no_auth_user from the users list, not an nkey.
+	if id, ok := cfg.NoAuthIdentity(); ok && !id.Nkey {
+		// nats-server takes this as the CONNECT: the auth timer stops (unless it fired) and a
+		// CONNECT sent later is a second one.
+		if c.authDeadline != 0 && time.Now().UnixNano() >= c.authDeadline {
+			c.closeWithErr(errTextAuthTimeout, closeAuthTimeout)
+			return false
+		}
+		c.connected = true
+		cr := &auth.Creds{Nonce: c.au.nonce}
+		cfg.NoAuthCreds(cr)
+		c.authDone(cr, id, true)
 		return true
 	}
 	c.authViolation()
@@ -119,19 +132,23 @@ func (c *client) authConnect(o *connectOpts) bool {
 		_ = ex.Execute(func() {
 			c.au.pending = false
 			c.stalled = false
-			if c.closed || c.closing {
+			if c.closed {
 				return
 			}
-			if e.authConfig() != cfg {
-				// A reload raced with the check: verify again against the new config.
-				if c.authConnect(&opts) {
+			if !c.closing {
+				if e.authConfig() != cfg {
+					// A reload raced with the check: verify again against the new config.
+					if c.authConnect(&opts) {
+						c.applyConnect(&opts)
+					}
+				} else if c.authDone(cr, id, ok) {
 					c.applyConnect(&opts)
 				}
-			} else if c.authDone(cr, id, ok) {
-				c.applyConnect(&opts)
+				c.r.endBatch()
 			}
-			c.r.endBatch()
-			if !c.closing && !c.au.pending {
+			if !c.au.pending {
+				// Refused or not, the driver must look again: netpoll's pump waits for this
+				// Wake even when the connection is closing.
 				_ = c.conn.Wake()
 			}
 		})
@@ -145,9 +162,12 @@ func (c *client) authDone(cr *auth.Creds, id *auth.Identity, ok bool) bool {
 		c.authViolation()
 		return false
 	}
+	if cr.User != "" && c.r.e.cfg.Log != nil && c.r.e.authConfig().MapsCerts() {
+		c.r.e.cfg.Log.Warnf("User %q found in connect proto, but user required from cert", cr.User)
+	}
 	c.au.awaiting = false
 	c.au.creds = cr
-	c.au.name = id.Name
+	c.au.name, c.au.nkey = id.Name, id.Nkey
 	c.authDeadline = 0
 	c.setPerms(id.Perms)
 	return true
@@ -165,6 +185,7 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 	}
 	type verdict struct {
 		c  *client
+		cr *auth.Creds // what was checked, with no_auth_user's filled in (Authenticate)
 		id *auth.Identity
 		ok bool
 	}
@@ -176,9 +197,10 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 				if c.closing || c.closed || (c.au != nil && (c.au.awaiting || c.au.pending)) {
 					continue
 				}
+				// A copy: Authenticate may fill it in, off this reactor.
 				cr := &auth.Creds{}
 				if c.au != nil && c.au.creds != nil {
-					cr = c.au.creds
+					*cr = *c.au.creds
 				}
 				list = append(list, check{c, cr})
 			}
@@ -195,11 +217,17 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 		memo := make(map[string]verdict)
 		out := make([]verdict, 0, len(list))
 		for _, k := range list {
+			// Same user, password and token: same verdict (bcrypt once), unless an nkey or a
+			// certificate is involved.
+			plain := k.cr.Nkey == "" && len(k.cr.Certs) == 0
 			key := k.cr.User + "\x00" + k.cr.Pass + "\x00" + k.cr.Token
 			v, seen := memo[key]
-			if !seen || k.cr.Nkey != "" || len(k.cr.Certs) > 0 {
+			if !plain || !seen {
 				v.id, v.ok = cfg.Authenticate(k.cr)
-				memo[key] = v
+				v.cr = k.cr
+				if plain {
+					memo[key] = v
+				}
 			}
 			v.c = k.c
 			out = append(out, v)
@@ -217,13 +245,37 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 				if c.au == nil {
 					c.au = &clientAuth{}
 				}
-				if c.au.creds == nil {
-					c.au.creds = &auth.Creds{}
-				}
-				c.au.name = v.id.Name
+				c.au.creds = v.cr
+				c.au.name, c.au.nkey = v.id.Name, v.id.Nkey
 				c.setPerms(v.id.Perms)
+				c.revokeSubs()
 			}
 			r.endBatch()
 		})
 	}
+}
+
+// authUser names the client's identity in logs, as nats-server's getAuthUser does: the nkey,
+// else the user (the one a certificate or no_auth_user mapped to), else a redacted token.
+func (c *client) authUser() string {
+	if c.au == nil {
+		return `User "N/A"`
+	}
+	var cr auth.Creds
+	if c.au.creds != nil {
+		cr = *c.au.creds
+	}
+	switch {
+	case cr.Nkey != "":
+		return fmt.Sprintf("Nkey %q", cr.Nkey)
+	case c.au.nkey && c.au.name != "":
+		return fmt.Sprintf("Nkey %q", c.au.name)
+	case c.au.name != "":
+		return fmt.Sprintf("User %q", c.au.name)
+	case cr.User != "":
+		return fmt.Sprintf("User %q", cr.User)
+	case cr.Token != "":
+		return `Token "[REDACTED]"`
+	}
+	return `User "N/A"`
 }

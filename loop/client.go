@@ -57,12 +57,12 @@ type sub struct {
 	filter    atomic.Bool // the subscriber's deny list may cover deliveries (see perm.go)
 }
 
-// connectOpts is CONNECT's JSON. Pointer fields distinguish "absent" from false because
-// nats-server's defaults for verbose, pedantic and echo are true.
+// connectOpts is CONNECT's JSON, unmarshalled over the connection's current options
+// (currentOpts), as nats-server does: a field CONNECT leaves out keeps its value.
 type connectOpts struct {
-	Verbose      *bool  `json:"verbose"`
-	Pedantic     *bool  `json:"pedantic"`
-	Echo         *bool  `json:"echo"`
+	Verbose      bool   `json:"verbose"`
+	Pedantic     bool   `json:"pedantic"`
+	Echo         bool   `json:"echo"`
 	Headers      bool   `json:"headers"`
 	NoResponders bool   `json:"no_responders"`
 	Protocol     int    `json:"protocol"`
@@ -70,7 +70,7 @@ type connectOpts struct {
 	Lang         string `json:"lang"`
 	Version      string `json:"version"`
 	Account      string `json:"account"`
-	NewAccount   *bool  `json:"new_account"`
+	NewAccount   bool   `json:"new_account"`
 	User         string `json:"user"`
 	Pass         string `json:"pass"`
 	Token        string `json:"auth_token"`
@@ -96,7 +96,7 @@ type client struct {
 	// headers is read by publishers on other reactors (HMSG or MSG?), and a client may send
 	// CONNECT after SUB, so it is atomic.
 	headers             atomic.Bool
-	connected           bool
+	connected           bool // a CONNECT was received (or no_auth_user stood in for it)
 	firstPong           bool // the PONG to the first PING after CONNECT has been sent
 	protocol            int
 	name, lang, version string
@@ -171,13 +171,19 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	if e.lameDuck.Load() || e.stopping.Load() {
 		return nil, nil, false
 	}
-	if n := e.conns.Add(1); e.cfg.MaxConn >= 0 && n > int64(e.cfg.MaxConn) {
+	// max_connections: 0 is no limit, a negative value refuses everyone (nats-server stores an
+	// explicit 0 in a config file as -1).
+	if n, m := e.conns.Add(1), e.cfg.MaxConn; m < 0 || (m > 0 && n > int64(m)) {
 		e.conns.Add(-1)
 		info = append(info, "-ERR '"+errTextMaxConns+"'\r\n"...)
 		if e.cfg.Log != nil {
-			e.cfg.Log.Errorf("%s - cid:%d - %s", c.ip, c.cid, closeMaxConns)
+			e.cfg.Log.Errorf("%s - cid:%d - %s", c.ip, c.cid, errTextMaxConns)
 		}
 		return nil, info, false
+	}
+	if refused, g := e.refuseByConfig(c, info); refused {
+		e.conns.Add(-1)
+		return nil, g, false
 	}
 	e.total.Add(1)
 	if e.cfg.Log != nil {
@@ -188,6 +194,32 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	c.nextPing = now + int64(min(firstPingDelay, e.cfg.PingInterval))
 	c.rearm(now)
 	return c, info, true
+}
+
+// refuseByConfig turns every client away where a configured value leaves nats-server unable
+// to serve one, with what nats-server sends: max_subscriptions below -1 (-1 is no limit) puts
+// every connection over it at once (INFO, then the error, then the close); a negative
+// write_deadline fails the first write, so the connection closes before its INFO, as a slow
+// consumer unless it still owed authentication.
+func (e *Engine) refuseByConfig(c *client, info []byte) (bool, []byte) {
+	if m := e.cfg.MaxSubs; m < -1 {
+		if e.cfg.Log != nil {
+			if now, last := time.Now().UnixNano(), e.maxSubsLogged.Load(); now-last >= int64(maxSubsLogEvery) && e.maxSubsLogged.CompareAndSwap(last, now) {
+				e.cfg.Log.Errorf("%s:%d - cid:%d - %s", c.ip, c.port, c.cid, errTextMaxSubs)
+			}
+		}
+		return true, append(info, "-ERR '"+errTextMaxSubs+"'\r\n"...)
+	}
+	if wd := e.cfg.WriteDeadline; wd < 0 {
+		if c.au == nil {
+			c.r.stats.slow.add(1)
+			if e.cfg.Log != nil {
+				e.cfg.Log.Noticef("%s - cid:%d - Slow Consumer Detected: WriteDeadline of %v exceeded with 1 chunks of %d total bytes.", c.ip, c.cid, wd, len(info))
+			}
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // infoLine is the greeting INFO: with the nonce when the client must sign it.
@@ -254,7 +286,6 @@ func (e *Engine) connClosed(c *client) {
 		return
 	}
 	c.closed = true
-	e.conns.Add(-1)
 	r := c.r
 	delete(r.clients, c)
 	delete(r.backlog, c)
@@ -277,6 +308,8 @@ func (e *Engine) connClosed(c *client) {
 		}
 	}
 	e.addClosed(cc, c.reason)
+	// Only now: whoever sees the count drop finds the connection among the closed ones.
+	e.conns.Add(-1)
 	if e.cfg.Log != nil {
 		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, c.port, c.cid, c.reason)
 	}

@@ -32,6 +32,10 @@ type Config struct {
 	// Engine picks the driver: "gnet" (default) or "netpoll".
 	Engine string
 
+	// Limits mean what nats-server makes of them: MaxConn 0 is no limit and a negative one
+	// refuses every client; MaxSubs 0 and -1 are no limit and below -1 every client is over
+	// it; a negative AuthTimeout has always expired; a negative WriteDeadline fails every
+	// connection's first write.
 	MaxPayload     int
 	MaxControlLine int
 	MaxPending     int64
@@ -107,7 +111,8 @@ type Engine struct {
 
 	authz authState // reloadable authentication (auth.go)
 
-	reclaim reclaimer // hands memory back to the OS after a big connection closes (reclaim.go)
+	reclaim       reclaimer    // hands memory back to the OS after a big connection closes (reclaim.go)
+	maxSubsLogged atomic.Int64 // when max_subscriptions was last logged (unix nanos)
 }
 
 // New prepares an engine; Start runs it.

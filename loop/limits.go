@@ -94,12 +94,12 @@ func (e *Engine) UpdateLimits(l Limits) error {
 	}
 }
 
-// TrimConns closes client connections, any of them, until at most max remain, each with
-// "-ERR 'maximum connections exceeded'" as nats-server does when a reload lowers
-// max_connections. It returns how many it closed.
-func (e *Engine) TrimConns(max int) int {
-	excess := e.conns.Load() - int64(max)
-	if max < 0 || excess <= 0 {
+// TrimConns closes client connections, any of them, until at most limit remain (none for a
+// negative limit), each with "-ERR 'maximum connections exceeded'" as nats-server does when a
+// reload lowers max_connections. It returns how many it closed.
+func (e *Engine) TrimConns(limit int) int {
+	excess := e.conns.Load() - int64(max(0, limit))
+	if excess <= 0 {
 		return 0
 	}
 	var left atomic.Int64

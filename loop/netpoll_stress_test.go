@@ -29,7 +29,7 @@ func TestPingPongStress(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			e := New(Config{
 				Host: "127.0.0.1", Port: -1, Engine: engine, Reactors: 2,
-				MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20, MaxConn: -1,
+				MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20, MaxConn: 0,
 				PingInterval: 2 * time.Second, MaxPingsOut: 1000, WriteDeadline: 10 * time.Second,
 				Info: []byte(`{"server_id":"TEST","version":"2.15.2","proto":1,"max_payload":1048576}`),
 			})
@@ -158,7 +158,7 @@ func TestParkedConnect(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			e := New(Config{
 				Host: "127.0.0.1", Port: -1, Engine: engine, Reactors: 2,
-				MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20, MaxConn: -1,
+				MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20, MaxConn: 0,
 				PingInterval: 2 * time.Minute, MaxPingsOut: 2, WriteDeadline: 10 * time.Second,
 				AuthTimeout: 10 * time.Second, Auth: ac,
 				Info: []byte(`{"server_id":"TEST","version":"2.15.2","proto":1,"max_payload":1048576}`),

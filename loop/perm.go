@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -62,6 +63,34 @@ func (c *client) setPerms(p *auth.Perms) {
 	// Filters of existing subscriptions follow the new deny list.
 	for _, s := range c.subs {
 		s.filter.Store(p.NeedsDeliveryFilter(s.subject, s.queue != ""))
+	}
+}
+
+// revokeSubs cancels the subscriptions the client's permissions no longer allow (after a
+// reload), as nats-server's processSubsOnConfigReload: each is unsubscribed, the client is
+// sent the violation with the sid, and the server logs the removal. Runs on c's reactor.
+func (c *client) revokeSubs() {
+	cp := c.perms.Load()
+	if cp == nil {
+		return
+	}
+	for _, s := range c.subs {
+		if s.gone.Load() || cp.p.SubAllowed(s.subject, s.queue) {
+			continue
+		}
+		c.removeSub(s)
+		var text, line string
+		if s.queue != "" {
+			text = fmt.Sprintf("Permissions Violation for Subscription to %q using queue %q (sid %q)", s.subject, s.queue, s.sid)
+			line = fmt.Sprintf("Removed sub %q using queue %q (sid %q) for %s - not authorized", s.subject, s.queue, s.sid, c.authUser())
+		} else {
+			text = fmt.Sprintf("Permissions Violation for Subscription to %q (sid %q)", s.subject, s.sid)
+			line = fmt.Sprintf("Removed sub %q (sid %q) for %s - not authorized", s.subject, s.sid, c.authUser())
+		}
+		c.sendErr(text)
+		if c.r.e.cfg.Log != nil {
+			c.r.e.cfg.Log.Noticef("%s", line)
+		}
 	}
 }
 

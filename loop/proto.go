@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/natsd/natsd/auth"
 	"github.com/natsd/natsd/outbound"
 	"github.com/natsd/natsd/parser"
 	"github.com/natsd/natsd/sublist"
@@ -107,19 +108,93 @@ func (c *client) parseError(err error) {
 	if c.r.e.cfg.Log != nil {
 		c.r.e.cfg.Log.Debugf("%s - cid:%d - Client parser error: %v", c.ip, c.cid, err)
 	}
+	if pe == parser.ErrPayloadEnd && c.pedantic && !sublist.ValidLiteralSubject(c.op.Subject) {
+		// nats-server judges the subject when the control line arrives, before the body whose
+		// end is wrong: both errors go out.
+		c.sendErr(errTextInvalidPub)
+	}
 	c.closeWithErr(pe.Text, pe.Reason)
 }
 
+// processConnect handles CONNECT, the first or a later one, as nats-server's processConnect:
+// the JSON is unmarshalled over the options the connection already has (fields it leaves out
+// keep their values), the client authenticates again, and a later CONNECT first drops the
+// connection's subscriptions without telling it.
 func (c *client) processConnect(arg []byte) {
-	var o connectOpts
+	now := time.Now().UnixNano()
+	if c.authDeadline != 0 {
+		// nats-server stops the auth timer first; one that has already fired wins.
+		if now >= c.authDeadline {
+			c.closeWithErr(errTextAuthTimeout, closeAuthTimeout)
+			return
+		}
+		c.authDeadline = 0
+	}
+	// Every CONNECT restarts the keepalive with the short first PING.
+	c.nextPing = now + int64(min(firstPingDelay, c.r.e.cfg.PingInterval))
+	c.rearm(now)
+	o := c.currentOpts()
 	if err := json.Unmarshal(arg, &o); err != nil {
 		c.closeWithErr("", closeProtocol)
 		return
 	}
-	if o.Account != "" || o.NewAccount != nil {
-		c.closeWithErr(errTextAuthViolation, closeAuthFailure)
+	if c.connected {
+		c.dropSubs()
+	}
+	c.connected = true
+	if c.r.e.authConfig().Required() {
+		if c.au == nil {
+			c.au = &clientAuth{}
+		}
+		if !c.authConnect(&o) {
+			return // refused, or verified off the reactor: applyConnect follows the verdict
+		}
+	} else if o.User != "" || o.Pass != "" || o.Token != "" || o.Nkey != "" || o.Sig != "" {
+		// Kept for a reload that turns authentication on: it checks what the client sent.
+		if c.au == nil {
+			c.au = &clientAuth{}
+		}
+		c.au.creds = &auth.Creds{User: o.User, Pass: o.Pass, Token: o.Token, Nkey: o.Nkey, Sig: o.Sig, Nonce: c.au.nonce}
+	}
+	c.applyConnect(&o)
+}
+
+// currentOpts is what the connection's options are now, for a CONNECT to change: before the
+// first one, nats-server's defaults (verbose, pedantic and echo on).
+func (c *client) currentOpts() connectOpts {
+	o := connectOpts{
+		Verbose: c.verbose, Pedantic: c.pedantic, Echo: c.echo,
+		Headers: c.headers.Load(), NoResponders: c.noResponders, Protocol: c.protocol,
+		Name: c.name, Lang: c.lang, Version: c.version,
+	}
+	if c.au != nil && c.au.creds != nil {
+		cr := c.au.creds
+		o.User, o.Pass, o.Token, o.Nkey, o.Sig = cr.User, cr.Pass, cr.Token, cr.Nkey, cr.Sig
+	}
+	return o
+}
+
+// dropSubs removes every subscription without a word to the client (a later CONNECT).
+func (c *client) dropSubs() {
+	for _, s := range c.subs {
+		c.removeSub(s)
+	}
+}
+
+// applyConnect takes CONNECT's options once the client is authenticated, with nats-server's
+// checks after authentication: an account designation, the protocol, no_responders without
+// headers.
+func (c *client) applyConnect(o *connectOpts) {
+	if o.Account != "" || o.NewAccount {
+		c.authViolation()
 		return
 	}
+	c.verbose, c.pedantic, c.echo = o.Verbose, o.Pedantic, o.Echo
+	c.headers.Store(o.Headers)
+	c.p.NoHeaders = !o.Headers
+	c.noResponders = o.NoResponders
+	c.protocol = o.Protocol
+	c.name, c.lang, c.version = o.Name, o.Lang, o.Version
 	if o.Protocol < 0 || o.Protocol > 1 {
 		c.closeWithErr(errTextBadProto, closeBadProto)
 		return
@@ -128,24 +203,6 @@ func (c *client) processConnect(arg []byte) {
 		c.closeWithErr(errTextNoRespHeaders, closeNoRespHeaders)
 		return
 	}
-	if c.au != nil && c.au.awaiting && !c.authConnect(&o) {
-		return // refused, or verified off the reactor: applyConnect follows the verdict
-	}
-	c.applyConnect(&o)
-}
-
-// applyConnect takes CONNECT's options once the client is authenticated.
-func (c *client) applyConnect(o *connectOpts) {
-	c.verbose = o.Verbose == nil || *o.Verbose
-	c.pedantic = o.Pedantic == nil || *o.Pedantic
-	c.echo = o.Echo == nil || *o.Echo
-	c.headers.Store(o.Headers)
-	c.p.NoHeaders = !o.Headers
-	c.noResponders = o.NoResponders
-	c.protocol = o.Protocol
-	c.name, c.lang, c.version = o.Name, o.Lang, o.Version
-	c.connected = true
-	c.authDeadline = 0
 	c.ok()
 }
 
@@ -153,27 +210,36 @@ func (c *client) processSub(op *parser.Op) {
 	if c.subs == nil {
 		c.subs = make(map[string]*sub, 1)
 	}
-	if old, dup := c.subs[string(op.Sid)]; dup {
-		if !old.gone.Load() {
-			c.ok()
-			return
-		}
+	old := c.subs[string(op.Sid)]
+	if old != nil && old.gone.Load() {
 		// An auto-unsubscribe that finished elsewhere frees the sid.
 		delete(c.subs, string(op.Sid))
 		c.goneSubs.Add(-1)
+		old = nil
 	}
-	if !sublist.ValidSubject(op.Subject) || (len(op.Queue) > 0 && !sublist.ValidQueue(op.Queue)) {
-		c.sendErr(errTextInvalidSubj)
-		return
-	}
+	// nats-server's order: permissions, the subscription limit, then a sid already in use
+	// (+OK, nothing changes), and only then the subject's validity (its sublist refuses it).
 	if (c.perms.Load() != nil || (len(op.Queue) > 0 && op.Queue[0] == '_')) && c.subDenied(op) {
 		return
 	}
-	if g := int(c.goneSubs.Load()); g > 16 && g > len(c.subs)/2 {
+	g := int(c.goneSubs.Load())
+	if g > 16 && g > len(c.subs)/2 {
 		c.sweepSubs()
+		g = int(c.goneSubs.Load())
 	}
-	if m := c.r.e.cfg.MaxSubs; m > 0 && len(c.subs) >= m {
-		c.sendErr(errTextMaxSubs)
+	// Subscriptions an auto-unsubscribe finished (on whichever reactor delivered the last
+	// message) no longer count, even while their entries wait for the sweep: deliver counts
+	// one before it queues that message, so a client that has seen it finds its slot free.
+	if m := c.r.e.cfg.MaxSubs; m > 0 && len(c.subs)-g >= m {
+		c.maxSubsExceeded()
+		return
+	}
+	if old != nil {
+		c.ok()
+		return
+	}
+	if !sublist.ValidSubject(op.Subject) || (len(op.Queue) > 0 && !sublist.ValidQueue(op.Queue)) {
+		c.sendErr(errTextInvalidSubj)
 		return
 	}
 	s := &sub{
@@ -193,6 +259,21 @@ func (c *client) processSub(op *parser.Op) {
 	c.r.e.subInserts.Add(1)
 	c.ok()
 }
+
+// maxSubsExceeded refuses a SUB over max_subscriptions, logging it at most every two
+// seconds as nats-server does.
+func (c *client) maxSubsExceeded() {
+	e := c.r.e
+	if now := time.Now().UnixNano(); e.cfg.Log != nil {
+		if last := e.maxSubsLogged.Load(); now-last >= int64(maxSubsLogEvery) && e.maxSubsLogged.CompareAndSwap(last, now) {
+			e.cfg.Log.Errorf("%s:%d - cid:%d - %s", c.ip, c.port, c.cid, errTextMaxSubs)
+		}
+	}
+	c.sendErr(errTextMaxSubs)
+}
+
+// maxSubsLogEvery rate-limits the max_subscriptions error log (nats-server: per account).
+const maxSubsLogEvery = 2 * time.Second
 
 func (c *client) processUnsub(op *parser.Op) {
 	s := c.subs[string(op.Sid)]

@@ -68,7 +68,7 @@ func TestAcceptStorm(t *testing.T) {
 	}
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			e := startTestEngine(t, engine, -1)
+			e := startTestEngine(t, engine, 0)
 			addr := e.Addr().String()
 			conns := make([]net.Conn, n)
 			errs := make(chan error, n)
@@ -194,7 +194,7 @@ func testOutOfFDs(t *testing.T, engine string) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
 		t.Skip(err)
 	}
-	e := startTestEngine(t, engine, -1)
+	e := startTestEngine(t, engine, 0)
 	addr := e.Addr().String()
 	fds, err := readDirCount("/proc/self/fd")
 	if err != nil {

@@ -85,7 +85,11 @@ func (e *Error) Error() string {
 }
 
 var (
-	ErrUnknownOp      = &Error{Text: "Unknown Protocol Operation", Close: true, Reason: "Protocol Violation"}
+	ErrUnknownOp = &Error{Text: "Unknown Protocol Operation", Close: true, Reason: "Protocol Violation"}
+	// ErrPayloadEnd is a message body not followed by CRLF (nats-server: Unknown Protocol
+	// Operation). Next then leaves the op whose control line it had accepted in *op, without
+	// Msg, for checks nats-server makes on that line before the body arrives.
+	ErrPayloadEnd     = &Error{Text: "Unknown Protocol Operation", Close: true, Reason: "Protocol Violation"}
 	ErrMaxControlLine = &Error{Text: "maximum control line exceeded", Close: true, Reason: "Maximum Control Line Exceeded"}
 	ErrMaxPayload     = &Error{Text: "Maximum Payload Violation", Close: true, Reason: "Maximum Message Payload Exceeded"}
 	// ErrProtocol is an argument error nats-server answers by closing without -ERR.
@@ -477,14 +481,16 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	bs := nl + 1
 	be := bs + size
 	if len(buf) > be && buf[be] != '\r' {
-		return 0, ErrUnknownOp
+		*op = o
+		return 0, ErrPayloadEnd
 	}
 	if len(buf) < be+2 {
 		p.need = be + 2
 		return 0, nil
 	}
 	if buf[be+1] != '\n' {
-		return 0, ErrUnknownOp
+		*op = o
+		return 0, ErrPayloadEnd
 	}
 	o.HdrLen = hdr
 	o.Msg = buf[bs:be:be]

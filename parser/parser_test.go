@@ -293,11 +293,11 @@ var cases = []tcase{
 	{name: "pub no args", in: "PUB\r\n", err: ErrUnknownOp},
 	{name: "unsub no args", in: "UNSUB\r\n", err: ErrUnknownOp},
 	{name: "err no blank", in: "-ERR\r\n", err: ErrUnknownOp},
-	{name: "payload too long", in: "PUB foo 3\r\nhello\r\n", err: ErrUnknownOp},
-	{name: "payload lf only", in: "PUB foo 5\r\nhello\n", err: ErrUnknownOp},
-	{name: "payload cr then junk", in: "PUB foo 5\r\nhello\rX", err: ErrUnknownOp},
-	{name: "payload junk judged early", in: "PUB foo 5\r\nhelloX", err: ErrUnknownOp},
-	{name: "hpub payload mismatch", in: "HPUB foo 12 12\r\n" + hdrBlock + "x\r\n", err: ErrUnknownOp},
+	{name: "payload too long", in: "PUB foo 3\r\nhello\r\n", err: ErrPayloadEnd},
+	{name: "payload lf only", in: "PUB foo 5\r\nhello\n", err: ErrPayloadEnd},
+	{name: "payload cr then junk", in: "PUB foo 5\r\nhello\rX", err: ErrPayloadEnd},
+	{name: "payload junk judged early", in: "PUB foo 5\r\nhelloX", err: ErrPayloadEnd},
+	{name: "hpub payload mismatch", in: "HPUB foo 12 12\r\n" + hdrBlock + "x\r\n", err: ErrPayloadEnd},
 	{name: "msg from client", in: "MSG foo 1 5\r\nhello\r\n", err: ErrUnknownOp},
 	{name: "hmsg from client", in: "HMSG foo 1 0 0\r\n\r\n", err: ErrUnknownOp},
 	{name: "rs+ from client", in: "RS+ $G foo\r\n", err: ErrUnknownOp},
@@ -549,6 +549,41 @@ func TestZeroAllocs(t *testing.T) {
 		})
 		if allocs != 0 {
 			t.Errorf("%q: %v allocs per run", tc.in, allocs)
+		}
+	}
+}
+
+// TestPayloadEndKeepsOp: when a body is not followed by CRLF, Next reports ErrPayloadEnd and
+// leaves the op whose control line it accepted (no Msg), whatever the split.
+func TestPayloadEndKeepsOp(t *testing.T) {
+	for _, tc := range []struct {
+		in          string
+		kind        Kind
+		subj, reply string
+		cfg         Parser
+	}{
+		{in: "PUB foo.* 2\r\nhiX", kind: KindPub, subj: "foo.*"},
+		{in: "PUB a..b r 2\r\nhi\rX", kind: KindPub, subj: "a..b", reply: "r"},
+		{in: "HPUB h.> 12 14\r\n" + hdrBlock + "hi\n", kind: KindHPub, subj: "h.>"},
+	} {
+		for cut := 1; cut <= len(tc.in); cut++ {
+			p := tc.cfg
+			buf := []byte(tc.in[:cut])
+			var op Op
+			n, err := p.Next(buf, &op)
+			if err == nil {
+				if n != 0 {
+					t.Fatalf("%q cut %d: consumed %d", tc.in, cut, n)
+				}
+				buf = []byte(tc.in)
+				n, err = p.Next(buf, &op)
+			}
+			if err != ErrPayloadEnd || n != 0 {
+				t.Fatalf("%q cut %d: n=%d err=%v", tc.in, cut, n, err)
+			}
+			if op.Kind != tc.kind || string(op.Subject) != tc.subj || string(op.Reply) != tc.reply || op.Msg != nil {
+				t.Fatalf("%q cut %d: op %v", tc.in, cut, toR(&op))
+			}
 		}
 	}
 }

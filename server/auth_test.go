@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"os"
@@ -432,4 +433,260 @@ func TestAuthReloadChangesPassword(t *testing.T) {
 	rb.send("PUB y 0\r\n\r\nPUB x 0\r\n\r\nPING\r\n")
 	rb.expect("-ERR 'Permissions Violation for Publish to \"x\"'\r\n")
 	rb.expect("PONG\r\n")
+}
+
+// TestAuthSecondConnect: a later CONNECT authenticates again with its fields merged over the
+// earlier ones (absent credentials are kept), gets the permissions of the user it now names,
+// and drops the connection's subscriptions; a failed check closes the connection. Each
+// scenario runs on natsd and nats-server from the same file.
+func TestAuthSecondConnect(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pc"), bcrypt.MinCost)
+	conf := `authorization { users: [
+		{user: alice, password: pa, permissions: {publish: {allow: ["a"]}}}
+		{user: bob, password: pb}
+		{user: carol, password: "` + string(hash) + `", permissions: {publish: {allow: ["c"]}}}
+		{nkey: ` + pub + `, permissions: {publish: {allow: ["n"]}}}
+	] }
+`
+	const quiet = `"verbose":false,"pedantic":false`
+	denied := func(subj string) string { return `-ERR 'Permissions Violation for Publish to "` + subj + `"'` + "\r\n" }
+	type step struct{ send, want string }
+	cases := []struct {
+		name   string
+		nkey   bool // the first CONNECT signs the nonce with the nkey user
+		steps  []step
+		closed bool
+	}{
+		{name: "wrong password", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"pass":"bad"}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "unknown user", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"user":"mallory"}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "other user's permissions", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", denied("b")},
+			{"", "PONG\r\n"},
+			{`CONNECT {"user":"bob","pass":"pb"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", "PONG\r\n"},
+		}},
+		{name: "back to a restricted user", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"bob","pass":"pb"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"user":"alice","pass":"pa"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", denied("b")},
+			{"", "PONG\r\n"},
+		}},
+		{name: "credentials kept", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\n" + `CONNECT {"name":"again"}` + "\r\nPUB b 0\r\n\r\nPING\r\n", denied("b")},
+			{"", "PONG\r\n"},
+		}},
+		{name: "bcrypt user", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"carol","pass":"pc"}` + "\r\nPUB a 0\r\n\r\nPING\r\n", denied("a")},
+			{"", "PONG\r\n"},
+			{`CONNECT {"user":"alice","pass":"pa"}` + "\r\nPUB a 0\r\n\r\nPUB c 0\r\n\r\nPING\r\n", denied("c")},
+			{"", "PONG\r\n"},
+			{`CONNECT {"user":"carol","pass":"bad"}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "nkey signature kept", nkey: true, steps: []step{
+			{"CONNECT {}\r\nPUB a 0\r\n\r\nPING\r\n", denied("a")},
+			{"", "PONG\r\n"},
+		}},
+		{name: "subscriptions dropped", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nSUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n", "MSG a 1 1\r\n"},
+			{"", "x\r\n"},
+			{"", "PONG\r\n"},
+			{`CONNECT {}` + "\r\nPUB a 1\r\nx\r\nPING\r\n", "PONG\r\n"},
+		}},
+		{name: "verbose kept", steps: []step{
+			{`CONNECT {"verbose":true,"pedantic":false,"user":"alice","pass":"pa"}` + "\r\n", "+OK\r\n"},
+			{`CONNECT {"user":"bob","pass":"pb"}` + "\r\n", "+OK\r\n"},
+		}},
+		{name: "authentication before protocol", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"bad","protocol":2}` + "\r\n", authViolation},
+		}, closed: true},
+		{name: "protocol after authentication", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa","protocol":2}` + "\r\n", "-ERR 'invalid client protocol'\r\n"},
+		}, closed: true},
+		{name: "account after authentication", steps: []step{
+			{`CONNECT {` + quiet + `,"user":"alice","pass":"pa"}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"account":"X"}` + "\r\n", authViolation},
+		}, closed: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, conf, func(t *testing.T, s *compatServer) {
+				r := s.dial()
+				if tc.nkey {
+					nonce, _ := r.info["nonce"].(string)
+					sig, _ := kp.Sign([]byte(nonce))
+					r.send(`CONNECT {` + quiet + `,"nkey":"` + pub + `","sig":"` + base64.RawURLEncoding.EncodeToString(sig) + `"}` + "\r\nPUB a 0\r\n\r\nPING\r\n")
+					r.expect(denied("a"))
+					r.expect("PONG\r\n")
+				}
+				for _, st := range tc.steps {
+					if st.send != "" {
+						r.send(st.send)
+					}
+					r.expect(st.want)
+				}
+				if tc.closed {
+					r.expectClosed()
+					return
+				}
+				r.send("PING\r\n")
+				r.expect("PONG\r\n")
+			})
+		})
+	}
+}
+
+// TestAuthNoAuthUserThenConnect: with no_auth_user, a client without credentials is given
+// that user's, written into its options as nats-server does: an op before any CONNECT stands
+// in for CONNECT (a CONNECT sent afterwards is a second one and drops the subscriptions), a
+// later CONNECT is checked with those credentials merged in, no_auth_user's nkey needs no
+// signature, and a no_auth_user with a bcrypt password lets nobody in (nats-server compares
+// the hash with itself); an nkey no_auth_user does not let ops come before CONNECT.
+func TestAuthNoAuthUserThenConnect(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pc"), bcrypt.MinCost)
+	plain := "authorization { users: [{user: bob, password: pb}, {user: eve, password: pe}] }\nno_auth_user: bob\n"
+	hashed := "authorization { users: [{user: carol, password: \"" + string(hash) + "\"}] }\nno_auth_user: carol\n"
+	nkey := "authorization { users: [{nkey: " + pub + "}, {user: eve, password: pe}] }\nno_auth_user: " + pub + "\n"
+	type step struct{ send, want string }
+	cases := []struct {
+		name, conf string
+		steps      []step
+		closed     bool
+	}{
+		{"op first, then CONNECT drops subscriptions", plain, []step{
+			{"SUB x 1\r\nPUB x 1\r\ny\r\nPING\r\n", "+OK\r\n"}, {"", "+OK\r\n"}, {"", "MSG x 1 1\r\n"}, {"", "y\r\n"}, {"", "PONG\r\n"},
+			{`CONNECT {"verbose":false}` + "\r\nPUB x 1\r\ny\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"op first, then CONNECT with the user's password", plain, []step{
+			{"PING\r\n", "PONG\r\n"}, {`CONNECT {"verbose":false,"pass":"pb"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"op first, then CONNECT with a wrong password", plain, []step{
+			{"PING\r\n", "PONG\r\n"}, {`CONNECT {"verbose":false,"pass":"bad"}` + "\r\n", authViolation},
+		}, true},
+		{"empty CONNECT, then another user", plain, []step{
+			{`CONNECT {"verbose":false}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"user":"eve","pass":"pe"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"bcrypt no_auth_user, op first", hashed, []step{{"PING\r\n", authViolation}}, true},
+		{"bcrypt no_auth_user, empty CONNECT", hashed, []step{{`CONNECT {"verbose":false}` + "\r\nPING\r\n", authViolation}}, true},
+		{"bcrypt no_auth_user, CONNECT with its password", hashed, []step{
+			{`CONNECT {"verbose":false,"user":"carol","pass":"pc"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"nkey no_auth_user named without a signature", nkey, []step{
+			{`CONNECT {"verbose":false,"nkey":"` + pub + `"}` + "\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		{"nkey no_auth_user, empty CONNECT twice", nkey, []step{
+			{`CONNECT {"verbose":false}` + "\r\nPING\r\n", "PONG\r\n"}, {"CONNECT {}\r\nPING\r\n", "PONG\r\n"},
+		}, false},
+		// Only a no_auth_user from the users list lets ops come before CONNECT.
+		{"nkey no_auth_user, op first", nkey, []step{{"PING\r\n", authViolation}}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, tc.conf, func(t *testing.T, s *compatServer) {
+				r := s.dial()
+				for _, st := range tc.steps {
+					if st.send != "" {
+						r.send(st.send)
+					}
+					r.expect(st.want)
+				}
+				if tc.closed {
+					r.expectClosed()
+					return
+				}
+				r.send("PING\r\n")
+				r.expect("PONG\r\n")
+			})
+		})
+	}
+}
+
+// TestAuthNkeySignatureEncodings: an nkey signature is read as unpadded base64url, else as
+// padded standard base64 (nats-server's rule), so a padded base64url signature passes when it
+// holds no '-' or '_' and fails otherwise, and an unpadded standard one passes only without
+// '+' or '/'. Each connection's verdict must follow the rule, on both servers; every
+// encoding is tried until both verdicts were seen where the rule gives both.
+func TestAuthNkeySignatureEncodings(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	conf := "authorization { users: [{nkey: " + pub + "}] }\n"
+	encodings := []struct {
+		name string
+		enc  *base64.Encoding
+		both bool // the rule accepts some signatures and refuses others
+	}{
+		{"unpadded base64url", base64.RawURLEncoding, false},
+		{"padded base64url", base64.URLEncoding, true},
+		{"padded standard", base64.StdEncoding, false},
+		{"unpadded standard", base64.RawStdEncoding, true},
+	}
+	accepts := func(sig string) bool {
+		if _, err := base64.RawURLEncoding.DecodeString(sig); err == nil {
+			return true
+		}
+		_, err := base64.StdEncoding.DecodeString(sig)
+		return err == nil
+	}
+	for _, e := range encodings {
+		t.Run(e.name, func(t *testing.T) {
+			forBoth(t, conf, func(t *testing.T, s *compatServer) {
+				seen := map[bool]int{}
+				for i := 0; i < 400 && (i < 8 || (e.both && len(seen) < 2)); i++ {
+					r := s.dial()
+					nonce, _ := r.info["nonce"].(string)
+					raw, _ := kp.Sign([]byte(nonce))
+					sig := e.enc.EncodeToString(raw)
+					ok := accepts(sig)
+					seen[ok]++
+					r.send(`CONNECT {"verbose":false,"pedantic":false,"nkey":"` + pub + `","sig":"` + sig + "\"}\r\nPING\r\n")
+					if ok {
+						r.expect("PONG\r\n")
+					} else {
+						r.expect(authViolation)
+						r.expectClosed()
+					}
+					r.c.Close()
+				}
+				if e.both && len(seen) < 2 {
+					t.Fatalf("saw only %v", seen)
+				}
+			})
+		})
+	}
+}
+
+// TestAuthRefusedOffReactorCloses: a CONNECT refused by a check that ran off the reactor
+// (nkey signature, bcrypt) closes the connection on every engine (netpoll's pump waited for a
+// wake that never came).
+func TestAuthRefusedOffReactorCloses(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pc"), bcrypt.MinCost)
+	for _, eng := range engines {
+		t.Run(eng, func(t *testing.T) {
+			s := startAuth(t, func(o *Options) {
+				o.Engine = eng
+				o.Nkeys = []*auth.NkeyUser{{Nkey: pub}}
+				o.Users = []*auth.User{{Username: "carol", Password: string(hash)}}
+			})
+			for _, connect := range []string{
+				`{"verbose":false,"nkey":"` + pub + `","sig":"bm90IGEgc2lnbmF0dXJl"}`,
+				`{"verbose":false,"nkey":"` + pub + `","sig":"%%%"}`,
+				`{"verbose":false,"user":"carol","pass":"bad"}`,
+			} {
+				r := dialRawAuth(t, s)
+				r.send("CONNECT " + connect + "\r\nPING\r\n")
+				r.expect(authViolation)
+				r.expectClosed()
+			}
+		})
+	}
 }

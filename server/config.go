@@ -140,7 +140,7 @@ func checkIncludes(path string, data []byte, stack []string) error {
 		target := filepath.Join(filepath.Dir(path), name)
 		line := 1 + strings.Count(string(data[:m[0]]), "\n")
 		if slices.Contains(stack, filepath.Clean(target)) {
-			return fmt.Errorf("%s:%d:1: include cycle: %s includes %s", path, line, path, target)
+			return fmt.Errorf("%s:%d:1: include cycle: %s includes %s (nats-server 2.15.2 would recurse until its stack overflows)", path, line, path, target)
 		}
 		if len(stack) >= maxIncludeDepth {
 			return fmt.Errorf("%s:%d:1: includes nested too deep (more than %d)", path, line, maxIncludeDepth)
@@ -388,17 +388,22 @@ func (p *cfgParser) duration(e entry) (time.Duration, bool) {
 	return 0, false
 }
 
-// seconds reads a timeout given as seconds (integer or float) or as a duration string.
-func (p *cfgParser) seconds(e entry, what string) (time.Duration, bool) {
+// seconds reads a timeout given as seconds (integer or float) or as a duration string;
+// negative only where negOK (nats-server takes a negative auth timeout as already expired).
+func (p *cfgParser) seconds(e entry, what string, negOK bool) (time.Duration, bool) {
+	lo := 0.0
+	if negOK {
+		lo = -(1 << 31)
+	}
 	switch v := e.v.(type) {
 	case int64:
-		if v < 0 || v > 1<<31 {
+		if float64(v) < lo || v > 1<<31 {
 			p.fail(e.tk, "error parsing %s config, 'timeout' out of range", what)
 			return 0, false
 		}
 		return time.Duration(v) * time.Second, true
 	case float64:
-		if v < 0 || v > 1<<31 || v != v {
+		if v < lo || v > 1<<31 || v != v {
 			p.fail(e.tk, "error parsing %s config, 'timeout' out of range", what)
 			return 0, false
 		}
@@ -563,7 +568,15 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 				continue
 			}
 			if n < 0 {
-				p.fail(e.tk, "%s value can not be negative", e.key)
+				// nats-server takes these, and then serves nobody: refused here, saying why.
+				switch {
+				case k == "max_control_line":
+					p.fail(e.tk, "%s value can not be negative: nats-server 2.15.2 would refuse every CONNECT with 'maximum control line exceeded'", e.key)
+				case n == -1:
+					p.fail(e.tk, "%s value can not be negative: nats-server 2.15.2 would lift the limit and send -1 in INFO, where clients such as nats.go then refuse to publish anything", e.key)
+				default:
+					p.fail(e.tk, "%s value can not be negative: nats-server 2.15.2 would refuse every message with 'Maximum Payload Violation'", e.key)
+				}
 				continue
 			}
 			if k == "max_payload" {
@@ -593,6 +606,11 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 			}
 		case "ping_interval":
 			if d, ok := p.duration(e); ok {
+				if d != 0 && d < 5*time.Nanosecond {
+					// nats-server draws its first PING's random delay from d/5: panics.
+					p.fail(e.tk, "invalid ping_interval of %v: nats-server 2.15.2 crashes at the first client CONNECT with a ping_interval under 5ns (negative ones included)", d)
+					continue
+				}
 				o.PingInterval = d
 			}
 		case "ping_max":

@@ -40,7 +40,7 @@ func (p *cfgParser) authorization(o *Options, e entry) {
 		case "token":
 			token, _ = p.str(f)
 		case "timeout":
-			d, ok := p.seconds(f, "authorization")
+			d, ok := p.seconds(f, "authorization", true)
 			if !ok {
 				continue
 			}

@@ -141,6 +141,8 @@ func TestConfigNatsServerAgrees(t *testing.T) {
 		"max_connections: 0\nmax_subs: 10\nlogtime: no\nlog_file: /tmp/x.log\npid_file: /tmp/x.pid\nprof_port: 6060\n",
 		"cluster { name: c, listen: 127.0.0.1:6222 }\nleafnodes { port: 7422 }\nsystem_account: SYS\naccounts { SYS: {} }\n",
 		"http_port: 8222\nhttps_port: 8443\nhttp_base_path: /x\nlame_duck_duration: \"1m\"\n",
+		// Values that refuse every client on both (TestConfigValuesMeaning).
+		"authorization { user: a, password: b, timeout: -1 }\nmax_subs: -5\nwrite_deadline: \"-1s\"\nmax_connections: -3\n",
 	}
 	for _, b := range bodies {
 		files = append(files, writeConf(t, b))

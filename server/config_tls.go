@@ -218,7 +218,7 @@ func (p *cfgParser) tls(o *Options, e entry) {
 				tf.Curves = append(tf.Curves, id)
 			}
 		case "timeout":
-			if d, ok := p.seconds(f, "tls"); ok {
+			if d, ok := p.seconds(f, "tls", false); ok {
 				timeout = d
 			} else {
 				bad = true

@@ -39,9 +39,9 @@ type Options struct {
 	MaxPayload     int32
 	MaxControlLine int32
 	MaxPending     int64
-	MaxConn        int // 0 = default; negative never set explicitly
+	MaxConn        int // 0 = default; negative refuses every client (a config file's 0 is stored as -1)
 	MaxConnSet     bool
-	MaxSubs        int // 0 = unlimited
+	MaxSubs        int // 0 or -1 = unlimited; below -1 every client is refused (as nats-server)
 
 	PingInterval  time.Duration
 	MaxPingsOut   int
@@ -121,7 +121,7 @@ func (o *Options) setDefaults() {
 	if o.MaxPending == 0 {
 		o.MaxPending = DefaultMaxPending
 	}
-	if o.MaxConn == 0 && !o.MaxConnSet {
+	if o.MaxConn == 0 {
 		o.MaxConn = DefaultMaxConnections
 	}
 	if o.PingInterval == 0 {

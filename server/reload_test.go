@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/base64"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // startFromConf starts a server from a config file the test can rewrite, as main does:
@@ -339,6 +341,214 @@ func TestReloadLowerMaxConnections(t *testing.T) {
 			if l := rc.line(t); l != "-ERR 'maximum connections exceeded'" {
 				t.Fatalf("fifth connection: %q", l)
 			}
+		})
+	}
+}
+
+// TestReloadRevokesSubscriptions: a reload that takes a subscription away from a connected
+// user (a smaller allow list, a new deny entry, a queue-only entry) cancels it as nats-server
+// does: unsubscribed, the client told with the sid, the removal logged; the other
+// subscriptions keep delivering (wildcards overlapping a deny entry filtered).
+func TestReloadRevokesSubscriptions(t *testing.T) {
+	cases := []struct {
+		name          string
+		before, after string   // alice's permissions ("" = none)
+		subs          []string // SUB arguments, in order
+		errs          []string // -ERR lines after the reload, any order
+		logs          []string // log lines the reload writes
+		pubs          []string // subjects published after the reload
+		msgs          string   // what alice receives for them
+	}{
+		{
+			name:   "allow list shrinks",
+			before: `{subscribe: {allow: ["foo", "bar"]}}`, after: `{subscribe: {allow: ["foo"]}}`,
+			subs: []string{"foo 1", "bar 2"},
+			errs: []string{`-ERR 'Permissions Violation for Subscription to "bar" (sid "2")'` + "\r\n"},
+			logs: []string{`[INF] Removed sub "bar" (sid "2") for User "alice" - not authorized`},
+			pubs: []string{"bar", "foo"}, msgs: "MSG foo 1 1\r\nx\r\n",
+		},
+		{
+			name:   "deny added",
+			before: "", after: `{subscribe: {deny: ["data.secret", "old.>"]}}`,
+			subs: []string{"data.secret 1", "public 2", "data.* 3", "old.x 4", "old.* 5"},
+			errs: []string{
+				`-ERR 'Permissions Violation for Subscription to "data.secret" (sid "1")'` + "\r\n",
+				`-ERR 'Permissions Violation for Subscription to "old.x" (sid "4")'` + "\r\n",
+				`-ERR 'Permissions Violation for Subscription to "old.*" (sid "5")'` + "\r\n",
+			},
+			logs: []string{
+				`[INF] Removed sub "data.secret" (sid "1") for User "alice" - not authorized`,
+				`[INF] Removed sub "old.x" (sid "4") for User "alice" - not authorized`,
+				`[INF] Removed sub "old.*" (sid "5") for User "alice" - not authorized`,
+			},
+			pubs: []string{"data.secret", "old.x", "data.public", "public"},
+			msgs: "MSG data.public 3 1\r\nx\r\nMSG public 2 1\r\nx\r\n",
+		},
+		{
+			name:   "queue entries",
+			before: `{subscribe: {allow: ["q.>"]}}`, after: `{subscribe: {allow: ["q.> ga"]}}`,
+			subs: []string{"q.1 ga 1", "q.2 gb 2", "q.3 3"},
+			errs: []string{
+				`-ERR 'Permissions Violation for Subscription to "q.2" using queue "gb" (sid "2")'` + "\r\n",
+				`-ERR 'Permissions Violation for Subscription to "q.3" (sid "3")'` + "\r\n",
+			},
+			logs: []string{
+				`[INF] Removed sub "q.2" using queue "gb" (sid "2") for User "alice" - not authorized`,
+				`[INF] Removed sub "q.3" (sid "3") for User "alice" - not authorized`,
+			},
+			pubs: []string{"q.2", "q.3", "q.1"}, msgs: "MSG q.1 1 1\r\nx\r\n",
+		},
+		{
+			name:   "unchanged",
+			before: `{subscribe: {allow: ["foo"]}}`, after: `{subscribe: {allow: ["foo", "bar"]}}`,
+			subs: []string{"foo 1"},
+			pubs: []string{"foo"}, msgs: "MSG foo 1 1\r\nx\r\n",
+		},
+	}
+	conf := func(perms string) string {
+		alice := `{user: alice, password: pa}`
+		if perms != "" {
+			alice = `{user: alice, password: pa, permissions: ` + perms + `}`
+		}
+		return "authorization { users: [ " + alice + ", {user: admin, password: pw} ] }\n"
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, conf(tc.before), func(t *testing.T, s *compatServer) {
+				a := s.dial()
+				a.send(`CONNECT {"verbose":false,"pedantic":false,"user":"alice","pass":"pa"}` + "\r\n")
+				for _, sub := range tc.subs {
+					a.send("SUB " + sub + "\r\n")
+				}
+				a.send("PING\r\n")
+				a.expect("PONG\r\n")
+				s.reloadWith(conf(tc.after))
+				a.expectSet(tc.errs...)
+				a.send("PING\r\n")
+				a.expect("PONG\r\n")
+				s.waitLog(tc.logs...)
+				p := s.dial()
+				p.send(`CONNECT {"verbose":false,"pedantic":false,"user":"admin","pass":"pw"}` + "\r\n")
+				for _, subj := range tc.pubs {
+					p.send("PUB " + subj + " 1\r\nx\r\n")
+				}
+				p.send("PING\r\n")
+				p.expect("PONG\r\n")
+				a.send("PING\r\n")
+				var got strings.Builder
+				for {
+					l := a.line()
+					if l == "PONG\r\n" {
+						break
+					}
+					got.WriteString(l)
+				}
+				if got.String() != tc.msgs {
+					t.Fatalf("after the reload alice got %q, want %q", got.String(), tc.msgs)
+				}
+			})
+		})
+	}
+}
+
+// TestReloadRevokesSubscriptionsNames: the removal's log line names the identity the way
+// nats-server's does, for each kind of user.
+func TestReloadRevokesSubscriptionsNames(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	cases := []struct {
+		name    string
+		users   func(perms string) string // the authorization block with the user's permissions
+		connect func(r *raw) string       // CONNECT's JSON fields for that user
+		label   string
+	}{
+		{"user", func(p string) string { return `users: [{user: alice, password: pa, permissions: ` + p + `}]` },
+			func(*raw) string { return `"user":"alice","pass":"pa"` }, `User "alice"`},
+		{"nkey", func(p string) string { return `users: [{nkey: ` + pub + `, permissions: ` + p + `}]` },
+			func(r *raw) string {
+				nonce, _ := r.info["nonce"].(string)
+				sig, _ := kp.Sign([]byte(nonce))
+				return `"nkey":"` + pub + `","sig":"` + base64.RawURLEncoding.EncodeToString(sig) + `"`
+			}, `Nkey "` + pub + `"`},
+		{"no_auth_user", func(p string) string { return `users: [{user: bob, password: pb, permissions: ` + p + `}]` },
+			func(*raw) string { return `"name":"anon"` }, `User "bob"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := func(p string) string {
+				c := "authorization { " + tc.users(p) + " }\n"
+				if tc.name == "no_auth_user" {
+					c += "no_auth_user: bob\n"
+				}
+				return c
+			}
+			forBoth(t, conf(`{subscribe: {allow: ["a", "b"]}}`), func(t *testing.T, s *compatServer) {
+				r := s.dial()
+				r.send(`CONNECT {"verbose":false,"pedantic":false,` + tc.connect(r) + "}\r\nSUB b 7\r\nPING\r\n")
+				r.expect("PONG\r\n")
+				s.reloadWith(conf(`{subscribe: {allow: ["a"]}}`))
+				r.expect(`-ERR 'Permissions Violation for Subscription to "b" (sid "7")'` + "\r\n")
+				s.waitLog(`[INF] Removed sub "b" (sid "7") for ` + tc.label + ` - not authorized`)
+			})
+		})
+	}
+}
+
+// TestReloadTurnsOnAuth: a reload that turns authentication on checks what each connected
+// client sent in CONNECT, as nats-server does: one whose credentials now name a user stays
+// (with that user's permissions), the others are closed.
+func TestReloadTurnsOnAuth(t *testing.T) {
+	forBoth(t, "", func(t *testing.T, s *compatServer) {
+		good := s.dial()
+		good.send(`CONNECT {"verbose":false,"pedantic":false,"user":"alice","pass":"pa"}` + "\r\nPING\r\n")
+		good.expect("PONG\r\n")
+		bad := s.dial()
+		bad.send(`CONNECT {"verbose":false,"pedantic":false,"user":"alice","pass":"nope"}` + "\r\nPING\r\n")
+		bad.expect("PONG\r\n")
+		none := s.dial()
+		none.send(`CONNECT {"verbose":false,"pedantic":false}` + "\r\nPING\r\n")
+		none.expect("PONG\r\n")
+		s.reloadWith(`authorization { users: [{user: alice, password: pa, permissions: {publish: {deny: ["x"]}}}] }` + "\n")
+		bad.expect(authViolation)
+		bad.expectClosed()
+		none.expect(authViolation)
+		none.expectClosed()
+		good.send("PUB x 0\r\n\r\nPING\r\n")
+		good.expect(`-ERR 'Permissions Violation for Publish to "x"'` + "\r\n")
+		good.expect("PONG\r\n")
+	})
+}
+
+// TestReloadNoAuthUserPassword: a client let in as no_auth_user holds that user's credentials
+// (nats-server writes them into its options), so a reload that changes the user's password
+// closes it, and one that keeps the password keeps it.
+func TestReloadNoAuthUserPassword(t *testing.T) {
+	conf := func(pass string) string {
+		return "authorization { users: [{user: bob, password: " + pass + "}, {user: eve, password: pe}] }\nno_auth_user: bob\n"
+	}
+	for _, tc := range []struct {
+		name, after string
+		closed      bool
+	}{{"password changed", "pb2", true}, {"password kept, other user changed", "pb", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, conf("pb"), func(t *testing.T, s *compatServer) {
+				op := s.dial() // no CONNECT at all
+				op.send("PING\r\n")
+				op.expect("PONG\r\n")
+				empty := s.dial()
+				empty.send(`CONNECT {"verbose":false}` + "\r\nPING\r\n")
+				empty.expect("PONG\r\n")
+				s.reloadWith(strings.Replace(conf(tc.after), "password: pe", "password: pe2", 1))
+				for _, r := range []*raw{op, empty} {
+					if tc.closed {
+						r.expect(authViolation)
+						r.expectClosed()
+						continue
+					}
+					r.send("PING\r\n")
+					r.expect("PONG\r\n")
+				}
+			})
 		})
 	}
 }

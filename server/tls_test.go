@@ -1,14 +1,18 @@
 package server
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +223,94 @@ func TestTLSAuthTimeoutDefault(t *testing.T) {
 	tlsDefaults(o)
 	if o.AuthTimeout != 3*time.Second {
 		t.Fatalf("auth timeout %v", o.AuthTimeout)
+	}
+}
+
+// pemFiles writes the CA, the server's certificate and key as PEM files for a config file.
+func (p *testPKI) pemFiles(t *testing.T) (ca, cert, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	kder, err := x509.MarshalECPrivateKey(p.server.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return write("ca.pem", "CERTIFICATE", p.caCert.Raw), write("server.pem", "CERTIFICATE", p.server.Certificate[0]),
+		write("server-key.pem", "EC PRIVATE KEY", kder)
+}
+
+// dialRawTLS reads INFO in the clear, then upgrades the connection with cert (may be nil).
+func dialRawTLS(t *testing.T, addr string, p *testPKI, cert *tls.Certificate) *raw {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	pre := &raw{t: t, c: c, br: bufio.NewReader(c)}
+	line := pre.line()
+	if !strings.HasPrefix(line, "INFO ") {
+		t.Fatalf("want INFO, got %q", line)
+	}
+	cfg := &tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	tc := tls.Client(c, cfg)
+	_ = tc.SetDeadline(time.Now().Add(3 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS handshake: %v", err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return &raw{t: t, c: tc, br: bufio.NewReader(tc)}
+}
+
+// TestTLSVerifyAndMapConnectFields: with verify_and_map the certificate names the user; a user
+// in CONNECT is ignored (with nats-server's warning), and CONNECT's password must match the
+// mapped user's (none for a user without one), as nats-server's processClientOrLeafAuthentication.
+func TestTLSVerifyAndMapConnectFields(t *testing.T) {
+	p := newPKI(t)
+	ca, cert, key := p.pemFiles(t)
+	conf := `tls { cert_file: "` + cert + `", key_file: "` + key + `", ca_file: "` + ca + `", verify_and_map: true }
+authorization { users: [ {user: "alice@example.com"}, {user: "O=Acme,CN=bob", password: "pb"} ] }
+`
+	cases := []struct {
+		name    string
+		cert    tls.Certificate
+		connect string // CONNECT's credential fields
+		ok      bool
+		warn    string // a log line the server writes
+	}{
+		{"mapped, nothing in CONNECT", p.client, ``, true, ""},
+		{"mapped, unknown user and password", p.client, `,"user":"mallory","pass":"x"`, false, ""},
+		{"mapped, unknown user only", p.client, `,"user":"mallory"`, true, `[WRN] User "mallory" found in connect proto, but user required from cert`},
+		{"mapped, password for a user without one", p.client, `,"pass":"x"`, false, ""},
+		{"mapped, another user's credentials", p.client, `,"user":"O=Acme,CN=bob","pass":"pb"`, false, ""},
+		{"mapped user with a password, none given", p.clientDN, ``, false, ""},
+		{"mapped user with a password, given", p.clientDN, `,"pass":"pb"`, true, ""},
+		{"mapped user with a password, wrong", p.clientDN, `,"pass":"nope"`, false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forBoth(t, conf, func(t *testing.T, s *compatServer) {
+				r := dialRawTLS(t, s.addr, p, &tc.cert)
+				r.send(`CONNECT {"verbose":false,"pedantic":false` + tc.connect + "}\r\nPING\r\n")
+				if !tc.ok {
+					r.expect(authViolation)
+					r.expectClosed()
+					return
+				}
+				r.expect("PONG\r\n")
+				if tc.warn != "" {
+					s.waitLog(tc.warn)
+				}
+			})
+		})
 	}
 }

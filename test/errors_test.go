@@ -27,6 +27,21 @@ func TestWireErrors(t *testing.T) {
 		{name: "payload without CRLF", in: "PUB foo 2\r\nhiX\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
 		{name: "payload longer than size", in: "PUB foo 2\r\nhello\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
 		{name: "payload bare LF end", in: "PUB foo 2\r\nhi\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		// pedantic: the subject is judged on the control line, so a bad one and a bad body end
+		// both get their -ERR; over max_payload only the limit's.
+		{name: "pedantic bad subject then bad end", connect: `{"verbose":false,"pedantic":true}`, in: "PUB foo..bar 2\r\nhiX\r\n",
+			want: errLine("Invalid Publish Subject") + errLine("Unknown Protocol Operation"), closed: true},
+		{name: "pedantic wildcard subject then LF end", connect: `{"verbose":false,"pedantic":true}`, in: "PUB foo.* r 2\r\nhi\n",
+			want: errLine("Invalid Publish Subject") + errLine("Unknown Protocol Operation"), closed: true},
+		{name: "pedantic bad subject hpub then bad end", connect: `{"verbose":false,"pedantic":true,"headers":true}`, in: "HPUB a.> 12 14\r\nNATS/1.0\r\n\r\nhiXX",
+			want: errLine("Invalid Publish Subject") + errLine("Unknown Protocol Operation"), closed: true},
+		{name: "pedantic good subject then bad end", connect: `{"verbose":false,"pedantic":true}`, in: "PUB foo 2\r\nhiX\r\n",
+			want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "not pedantic bad subject then bad end", in: "PUB foo..bar 2\r\nhiX\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
+		{name: "pedantic bad subject over max payload", cfg: Config{MaxPayload: 1024}, connect: `{"verbose":false,"pedantic":true}`, in: "PUB foo..bar 1025\r\n",
+			want: errLine("Maximum Payload Violation"), closed: true},
+		{name: "pedantic ok after bad subject then bad end of next", connect: `{"verbose":false,"pedantic":true}`, in: "PUB foo.* 1\r\nx\r\nPUB ok 1\r\nxY",
+			want: errLine("Invalid Publish Subject") + errLine("Unknown Protocol Operation"), closed: true},
 		{name: "control line exceeded with CRLF", in: "PUB " + long + " 1\r\n", want: errLine("maximum control line exceeded"), closed: true},
 		{name: "control line exceeded no CRLF", in: "SUB " + long, want: errLine("maximum control line exceeded"), closed: true},
 		{name: "control line exceeded small limit", cfg: Config{MaxControlLine: 64}, in: "SUB " + strings.Repeat("b", 70) + " 1\r\n", want: errLine("maximum control line exceeded"), closed: true},
@@ -43,6 +58,11 @@ func TestWireErrors(t *testing.T) {
 		{name: "invalid subject gt not last", in: "SUB foo.>.bar 1\r\n", want: errLine("Invalid Subject"), closed: false},
 		{name: "invalid subject verbose", connect: `{"verbose":true,"pedantic":false}`, in: "SUB foo..bar 1\r\n", want: "+OK\r\n" + errLine("Invalid Subject"), closed: false},
 		{name: "max subs", cfg: Config{MaxSubs: 2}, in: "SUB a 1\r\nSUB b 2\r\nSUB c 3\r\n", want: errLine("maximum subscriptions exceeded"), closed: false},
+		// At the limit, a sid already in use and an invalid subject both get the limit's error.
+		{name: "max subs sid in use", cfg: Config{MaxSubs: 2}, in: "SUB a 1\r\nSUB b 2\r\nSUB a 1\r\n", want: errLine("maximum subscriptions exceeded"), closed: false},
+		{name: "max subs invalid subject", cfg: Config{MaxSubs: 2}, in: "SUB a 1\r\nSUB b 2\r\nSUB foo..bar 3\r\n", want: errLine("maximum subscriptions exceeded"), closed: false},
+		{name: "sid in use below limit", cfg: Config{MaxSubs: 2}, connect: `{"verbose":true,"pedantic":false}`, in: "SUB a 1\r\nSUB a 1\r\n", want: "+OK\r\n+OK\r\n+OK\r\n", closed: false},
+		{name: "sid in use invalid subject", in: "SUB a 1\r\nSUB foo..bar 1\r\n", want: "", closed: false},
 		// silent closes
 		{name: "PUB missing size", in: "PUB foo\r\n", closed: true},
 		{name: "PUB non-numeric size", in: "PUB foo bar\r\n", closed: true},

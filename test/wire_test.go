@@ -301,6 +301,59 @@ func TestWireUnsubMax(t *testing.T) {
 	})
 }
 
+// TestWireAutoUnsubscribeFreesSlot: a subscription that ended by auto-unsubscribe stops
+// counting against max_subscriptions as soon as its last message is delivered, so a client
+// doing request-style cycles (SUB inbox, UNSUB max 1, request, reply) under a small limit
+// keeps working for as long as it likes.
+func TestWireAutoUnsubscribeFreesSlot(t *testing.T) {
+	const cycles = 100
+	cases := []struct {
+		name    string
+		maxSubs int
+		self    bool // the requester answers its own requests (delivery from its own reactor)
+	}{
+		{"responder elsewhere, limit 2", 2, false},
+		{"responder elsewhere, limit 1", 1, false},
+		{"own responder, limit 2", 2, true},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				u := tg.run(t, Config{MaxSubs: tc.maxSubs})
+				r := dialConnected(t, u, "")
+				resp := r
+				if tc.self {
+					r.send("SUB req 0\r\n")
+				} else {
+					resp = dialConnected(t, u, "")
+					resp.send("SUB req 0\r\n")
+					resp.expectOpen()
+				}
+				r.expectOpen()
+				for i := 1; i <= cycles; i++ {
+					sid := strconv.Itoa(i)
+					inbox := "_INBOX.r" + sid
+					r.send("SUB " + inbox + " " + sid + "\r\nUNSUB " + sid + " 1\r\n" + pub("req", inbox, "q"))
+					resp.expect(msg("req", "0", inbox, "q"))
+					resp.send(pub(inbox, "", "a"))
+					r.expect(msg(inbox, sid, "", "a"))
+				}
+				// The limit still holds for live subscriptions: one more than it leaves room for.
+				live := 0
+				if tc.self {
+					live = 1
+				}
+				extra := ""
+				for i := 0; i < tc.maxSubs-live+1; i++ {
+					extra += "SUB live." + strconv.Itoa(i) + " L" + strconv.Itoa(i) + "\r\n"
+				}
+				r.send(extra + "PING\r\n")
+				r.expect(errLine("maximum subscriptions exceeded") + "PONG\r\n")
+			})
+		}
+	})
+}
+
 func TestWireEchoFalse(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		u := tg.run(t, Config{})
@@ -528,6 +581,96 @@ func TestWireConnectInfo(t *testing.T) {
 		}
 		if ref != nil && strings.Join(keys, ",") != strings.Join(ref, ",") {
 			t.Errorf("connect INFO keys differ\n got: %v\nwant: %v", keys, ref)
+		}
+	})
+}
+
+// TestWireSecondConnect: a later CONNECT is unmarshalled over the options the connection
+// has (what it leaves out keeps its value: verbose, pedantic, echo, headers, protocol), drops
+// the connection's subscriptions without a word, and is checked like the first one.
+func TestWireSecondConnect(t *testing.T) {
+	type step struct{ send, want string }
+	cases := []struct {
+		name   string
+		steps  []step
+		info   bool // the async connect INFO of a protocol 1 client follows the last step
+		closed bool // after the last step
+	}{
+		{name: "verbose kept", steps: []step{
+			{`CONNECT {"verbose":true,"pedantic":false}` + "\r\n", "+OK\r\n"},
+			{`CONNECT {"pedantic":false}` + "\r\n", "+OK\r\n"},
+			{"SUB foo 1\r\nPING\r\n", "+OK\r\nPONG\r\n"},
+		}},
+		{name: "quiet kept", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false}` + "\r\nCONNECT {}\r\nSUB foo 1\r\nPING\r\n", "PONG\r\n"},
+		}},
+		{name: "subscriptions dropped", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false}` + "\r\nSUB foo 1\r\nSUB bar q 2\r\n" + pub("foo", "", "a") + "PING\r\n",
+				msg("foo", "1", "", "a") + "PONG\r\n"},
+			{`CONNECT {"name":"again"}` + "\r\n" + pub("foo", "", "b") + pub("bar", "", "c") + "PING\r\n", "PONG\r\n"},
+			{"SUB foo 1\r\n" + pub("foo", "", "d") + "PING\r\n", msg("foo", "1", "", "d") + "PONG\r\n"},
+		}},
+		{name: "echo off kept", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false,"echo":false}` + "\r\nCONNECT {}\r\nSUB foo 1\r\n" + pub("foo", "", "a") + "PING\r\n", "PONG\r\n"},
+		}},
+		{name: "echo back on", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false,"echo":false}` + "\r\n" + `CONNECT {"echo":true}` + "\r\nSUB foo 1\r\n" + pub("foo", "", "a") + "PING\r\n",
+				msg("foo", "1", "", "a") + "PONG\r\n"},
+		}},
+		{name: "pedantic kept", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":true}` + "\r\nCONNECT {}\r\n" + pub("foo.*", "", "a") + "PING\r\n", errLine("Invalid Publish Subject") + "PONG\r\n"},
+		}},
+		{name: "headers kept", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false,"headers":true}` + "\r\nCONNECT {}\r\nSUB foo 1\r\n" + hpub("foo", "", hdr("A: b"), "x") + "PING\r\n",
+				hmsg("foo", "1", "", hdr("A: b"), "x") + "PONG\r\n"},
+		}},
+		{name: "protocol kept", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false,"protocol":1,"headers":true,"no_responders":true}` + "\r\nCONNECT {}\r\n" +
+				"SUB _INBOX.x 1\r\n" + pub("nobody", "_INBOX.x", "") + "PING\r\n",
+				hmsg("_INBOX.x", "1", "", "NATS/1.0 503\r\nNats-Subject: nobody\r\n\r\n", "") + "PONG\r\n"},
+		}, info: true},
+		{name: "new_account false accepted", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false,"new_account":false}` + "\r\n" + `CONNECT {"new_account":false}` + "\r\nPING\r\n", "PONG\r\n"},
+		}},
+		{name: "account refused", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"account":"A"}` + "\r\n", errLine("Authorization Violation")},
+		}, closed: true},
+		{name: "bad protocol refused", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"protocol":2}` + "\r\n", errLine("invalid client protocol")},
+		}, closed: true},
+		{name: "no_responders without headers refused", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false,"headers":true}` + "\r\nPING\r\n", "PONG\r\n"},
+			{`CONNECT {"no_responders":true,"headers":false}` + "\r\n", errLine("no responders requires headers support")},
+		}, closed: true},
+		{name: "bad JSON closes", steps: []step{
+			{`CONNECT {"verbose":false,"pedantic":false}` + "\r\nPING\r\n", "PONG\r\n"},
+			{"CONNECT {bad\r\n", ""},
+		}, closed: true},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := dialRaw(t, u)
+				for _, st := range tc.steps {
+					r.send(st.send)
+					if st.want != "" {
+						r.expect(st.want)
+					}
+				}
+				if tc.info {
+					if f, err := r.readFrame(); err != nil || !strings.HasPrefix(f, "INFO ") || !strings.Contains(f, `"connect_info":true`) {
+						t.Fatalf("want the connect INFO, got %q %v", f, err)
+					}
+				}
+				if tc.closed {
+					r.expectClosed()
+				} else {
+					r.expectOpen()
+				}
+			})
 		}
 	})
 }
