@@ -337,10 +337,10 @@ func (n *npConn) runClosed() {
 func (n *npConn) Peek(k int) ([]byte, error) {
 	r := n.nc.Reader()
 	l := r.Len()
-	n.seen = l
 	if k > 0 && k < l {
 		l = k
 	}
+	n.seen = l // what the engine looks at; anything after it makes the pump run traffic again
 	if l == 0 {
 		return nil, nil
 	}

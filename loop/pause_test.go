@@ -28,7 +28,7 @@ func TestReadPause(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			cfg := Config{
 				Host: "127.0.0.1", Port: -1, Engine: engine, Reactors: 1,
-				MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20, MaxConn: -1,
+				MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20, MaxConn: 0,
 				PingInterval: 2 * time.Minute, MaxPingsOut: 2, WriteDeadline: 10 * time.Second,
 				Info: []byte(`{"server_id":"TEST","version":"2.15.2","proto":1,"max_payload":1048576}`),
 			}

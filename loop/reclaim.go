@@ -21,7 +21,9 @@ const (
 
 type reclaimer struct {
 	mu      sync.Mutex
-	pending bool
+	pending bool // a run is scheduled
+	running bool
+	again   bool // a big connection closed while a run was under way
 	last    time.Time
 }
 
@@ -29,6 +31,14 @@ type reclaimer struct {
 func (rc *reclaimer) soon() {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	if rc.running {
+		rc.again = true
+		return
+	}
+	rc.scheduleLocked()
+}
+
+func (rc *reclaimer) scheduleLocked() {
 	if rc.pending {
 		return
 	}
@@ -42,11 +52,18 @@ func (rc *reclaimer) soon() {
 
 func (rc *reclaimer) run() {
 	rc.mu.Lock()
-	rc.pending = false
+	rc.pending, rc.running = false, true
 	rc.last = time.Now()
 	rc.mu.Unlock()
 	// The first collection moves pooled buffers to the pools' victim caches, the second
 	// (inside FreeOSMemory) frees them and returns the pages.
 	runtime.GC()
 	debug.FreeOSMemory()
+	rc.mu.Lock()
+	rc.running = false
+	if rc.again {
+		rc.again = false
+		rc.scheduleLocked()
+	}
+	rc.mu.Unlock()
 }
