@@ -320,6 +320,7 @@ func (e *Engine) connClosed(c *client) {
 // whether the driver must close the connection.
 func (e *Engine) traffic(c *client) (closeConn bool) {
 	conn := c.conn
+	c.yielded = false
 	if c.closing || c.closed {
 		_, _ = conn.Discard(-1)
 		return false
@@ -355,7 +356,6 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 	buf, _ := conn.Peek(min(total, max(peekWindow, c.need)))
 	cut := len(buf) < total
 	off := 0
-	c.yielded = false
 	start := time.Now()
 	var perr error
 	for ops := 1; off < len(buf); ops++ {
@@ -434,7 +434,7 @@ const (
 	turnTime   = 50 * time.Microsecond
 	turnCheck  = 32
 	peekWindow = 256 << 10
-	inboundMax = 1 << 20
+	inboundMax = 256 << 10
 )
 
 // stall pauses this publisher briefly, as nats-server does: one of its targets is past three

@@ -222,6 +222,7 @@ func (e *Engine) reactorsSnapshot() []*reactor {
 func (e *Engine) ticker() {
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-e.stopTick:
@@ -230,6 +231,9 @@ func (e *Engine) ticker() {
 			return
 		case now := <-t.C:
 			e.clock.Store(now.UnixNano())
+			if ticks++; ticks%int(idleEvery/tickEvery) == 0 {
+				e.reclaim.idleCheck()
+			}
 			for _, r := range e.reactorsSnapshot() {
 				_ = r.ex.Execute(r.tickTask)
 			}

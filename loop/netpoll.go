@@ -245,9 +245,6 @@ func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) 
 		if n.more {
 			continue // a turn ended with complete frames left: queue behind the others
 		}
-		if !conn.IsActive() {
-			return nil
-		}
 		if n.parked {
 			// Fast-producer stall (the client's timer wakes us) or a CONNECT being verified
 			// (the verdict wakes us). A Wake that came before we wait stays in the channel.
@@ -261,6 +258,18 @@ func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) 
 			continue
 		}
 		l := conn.Reader().Len()
+		if !conn.IsActive() {
+			// The peer hung up (or the connection is closing): what it sent before is still
+			// parsed, as the other engines do. netpoll calls the handler again for as long
+			// as bytes remain, so a last incomplete frame is dropped rather than left.
+			if l > n.seen && l >= n.need {
+				continue
+			}
+			if l > 0 {
+				_, _ = n.Discard(-1)
+			}
+			return nil
+		}
 		if l == 0 {
 			return nil
 		}

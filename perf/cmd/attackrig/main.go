@@ -68,7 +68,7 @@ func main() {
 	if *check {
 		if bad := attack.Check(all); len(bad) > 0 {
 			for _, b := range bad {
-				fmt.Println("FAIL:", b)
+				fmt.Println("FAIL:", b.Text)
 			}
 			os.Exit(1)
 		}
