@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/natsd/natsd/outbound"
 )
 
 // TLSConfig is client TLS. gnet carries no TLS, so a TLS-configured server takes every
@@ -163,11 +165,10 @@ type tlsConn struct {
 	mu      sync.Mutex
 	in      []byte
 	rd      int
-	out     []byte
-	spare   []byte
-	closing bool // Close was called: flush, then close
-	dead    bool // the socket is gone
-	writing bool // the writer goroutine runs
+	out     [][]byte // pooled outbound chunks: a backlog up to max_pending never needs one big copy
+	closing bool     // Close was called: flush, then close
+	dead    bool     // the socket is gone
+	writing bool     // the writer goroutine runs
 
 	pending atomic.Int64 // queued outbound bytes not yet written
 	// paused stops the reader after the chunk it has (SetReading); resume wakes it.
@@ -233,8 +234,18 @@ func (t *tlsConn) Writev(bs [][]byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	for _, b := range bs {
-		t.out = append(t.out, b...)
 		n += len(b)
+		for len(b) > 0 {
+			last := len(t.out) - 1
+			if last < 0 || len(t.out[last]) == cap(t.out[last]) {
+				t.out = append(t.out, outbound.GetChunk())
+				last++
+			}
+			c := t.out[last]
+			k := copy(c[len(c):cap(c)], b)
+			t.out[last] = c[:len(c)+k]
+			b = b[k:]
+		}
 	}
 	t.mu.Unlock()
 	t.pending.Add(int64(n))
@@ -273,6 +284,11 @@ func (t *tlsConn) Close() error {
 func (t *tlsConn) abort() {
 	t.mu.Lock()
 	t.dead = true
+	for _, c := range t.out {
+		t.pending.Add(-int64(len(c)))
+		outbound.PutChunk(c)
+	}
+	t.out = nil
 	t.mu.Unlock()
 	t.quitO.Do(func() { close(t.quit) })
 	_ = t.raw.Close()
@@ -534,26 +550,28 @@ func (t *tlsConn) writer() {
 		}
 		for {
 			t.mu.Lock()
-			buf := t.out
-			t.out = t.spare[:0]
-			t.spare = nil
+			chunks := t.out
+			t.out = nil
 			closing := t.closing
 			t.mu.Unlock()
-			if len(buf) > 0 {
+			for i, c := range chunks {
 				if wd > 0 {
 					_ = t.raw.SetWriteDeadline(time.Now().Add(wd))
 				}
-				_, err := t.nc.Write(buf)
-				t.pending.Add(-int64(len(buf)))
+				_, err := t.nc.Write(c)
+				t.pending.Add(-int64(len(c)))
+				outbound.PutChunk(c)
+				chunks[i] = nil
 				if err != nil {
+					for _, rest := range chunks[i+1:] {
+						t.pending.Add(-int64(len(rest)))
+						outbound.PutChunk(rest)
+					}
 					t.abort()
 					return
 				}
 			}
 			t.mu.Lock()
-			if cap(buf) <= 2*tlsReadChunk {
-				t.spare = buf[:0]
-			}
 			more := len(t.out) > 0
 			t.mu.Unlock()
 			if more {
