@@ -98,14 +98,20 @@ func (r *reactor) epollWaiting(c *client) bool {
 	}
 	others := false
 	for i := 0; i < n; i++ {
-		switch fd := int(r.evs.ev[i].Fd); fd {
+		ev := &r.evs.ev[i]
+		switch fd := int(ev.Fd); fd {
 		case self, r.kickFd:
 		case r.efd:
 			others = true
 			var one = [8]byte{1}
 			_, _ = unix.Write(r.efd, one[:])
 		default:
-			others = true
+			// A socket that is only writable is gnet wanting to flush what it buffered for
+			// a subscriber: that waits well enough, and counting it would end the turns of
+			// every publisher that fans out.
+			if ev.Events&^unix.EPOLLOUT != 0 {
+				others = true
+			}
 		}
 	}
 	return others
