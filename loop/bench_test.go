@@ -17,11 +17,14 @@ func newBenchEngine(b *testing.B, subs int, subject string) (*reactor, *client, 
 	peers := []*reactor{r}
 	e.peers.Store(&peers)
 	pub := &client{r: r, tSlot: -1}
+	if err := pub.bind(e.global); err != nil {
+		b.Fatal(err)
+	}
 	var targets []*client
 	for i := 0; i < subs; i++ {
 		t := &client{r: r, tSlot: -1}
-		s := &sub{c: t, subject: subject, sid: []byte("1")}
-		if err := e.subs.Insert(subject, "", s); err != nil {
+		s := &sub{c: t, acc: e.global, subject: subject, sid: []byte("1")}
+		if err := e.global.subs.Insert(subject, "", s); err != nil {
 			b.Fatal(err)
 		}
 		targets = append(targets, t)

@@ -9,7 +9,52 @@ import (
 
 	"github.com/natsd/natsd/outbound"
 	"github.com/natsd/natsd/parser"
+	"github.com/natsd/natsd/sublist"
 )
+
+// Kind is what is at the other end of a connection, as nats-server names them.
+type Kind uint8
+
+const (
+	kindClient Kind = iota
+	kindRouter
+	kindGateway
+	kindSystem
+	kindLeaf
+	kindJetStream
+	kindAccount
+)
+
+// Connection kinds, exported for internal clients' owners.
+const (
+	KindClient    = kindClient
+	KindRouter    = kindRouter
+	KindGateway   = kindGateway
+	KindSystem    = kindSystem
+	KindLeaf      = kindLeaf
+	KindJetStream = kindJetStream
+	KindAccount   = kindAccount
+)
+
+func (k Kind) String() string {
+	switch k {
+	case kindClient:
+		return "CLIENT"
+	case kindRouter:
+		return "ROUTER"
+	case kindGateway:
+		return "GATEWAY"
+	case kindSystem:
+		return "SYSTEM"
+	case kindLeaf:
+		return "LEAFNODE"
+	case kindJetStream:
+		return "JETSTREAM"
+	case kindAccount:
+		return "ACCOUNT"
+	}
+	return "UNKNOWN"
+}
 
 // Close reasons, as nats-server names them in /connz.
 const (
@@ -47,7 +92,11 @@ var (
 // sub is one subscription. Deliveries come from any reactor, so the auto-unsubscribe
 // counter is atomic; everything else is fixed at SUB time.
 type sub struct {
-	c         *client
+	c   *client  // the subscriber: a client connection or an internal client
+	acc *Account // whose interest graph holds it
+	// fn, for an internal subscription, handles each message on the publisher's reactor
+	// instead of a MSG frame (see internal.go); it must not block.
+	fn        func(r *reactor, from *client, m *parser.Op, depth int) bool
 	subject   string
 	queue     string
 	sid       []byte
@@ -84,9 +133,14 @@ type client struct {
 	conn Conn
 	r    *reactor
 	cid  uint64
-	ip   string
-	out  outbound.Queue
-	iov  [][]byte
+	kind Kind
+	// acc is the account the connection is bound to, and cache the reactor's L1 cache for
+	// it (bind): the publish path matches through it without another lookup.
+	acc   *Account
+	cache *sublist.Cache[*sub]
+	ip    string
+	out   outbound.Queue
+	iov   [][]byte
 
 	p    parser.Parser
 	op   parser.Op
@@ -188,6 +242,10 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	e.total.Add(1)
 	if e.cfg.Log != nil {
 		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection created", c.ip, c.port, c.cid)
+	}
+	if err := c.bind(e.global); err != nil {
+		e.conns.Add(-1)
+		return nil, append(info, "-ERR '"+err.Error()+"'\r\n"...), false
 	}
 	r.clients[c] = struct{}{}
 	now := time.Now().UnixNano()
@@ -293,9 +351,10 @@ func (e *Engine) connClosed(c *client) {
 	cc := e.closedSnapshot(c) // before the subscriptions go
 	for _, s := range c.subs {
 		if s.gone.CompareAndSwap(false, true) {
-			_ = e.subs.Remove(s.subject, s.queue, s)
+			_ = s.acc.subs.Remove(s.subject, s.queue, s)
 		}
 	}
+	c.unbind()
 	c.subs = nil
 	if c.out.Peak() > reclaimAbove || c.inPeak > reclaimAbove {
 		e.reclaim.soon()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/natsd/natsd/auth"
-	"github.com/natsd/natsd/sublist"
 )
 
 // Logger is what the loop needs from the server's logger.
@@ -85,7 +84,8 @@ type Stats struct {
 // Engine runs the reactors.
 type Engine struct {
 	cfg    Config
-	subs   *sublist.Sublist[*sub]
+	accts  atomic.Pointer[accountSet] // every account (account.go); copy-on-write under mu
+	global *Account
 	drv    driver
 	addr   *net.TCPAddr
 	infoFn func(port int) (head, tail []byte)
@@ -111,7 +111,12 @@ type Engine struct {
 
 	authz authState // reloadable authentication (auth.go)
 
-	reclaim       reclaimer    // hands memory back to the OS after a big connection closes (reclaim.go)
+	reclaim reclaimer // hands memory back to the OS after a big connection closes (reclaim.go)
+
+	// The internal reactor routes internal clients' publishes (internal.go).
+	intOnce       sync.Once
+	intSerial     *serial
+	intReactor    *reactor
 	maxSubsLogged atomic.Int64 // when max_subscriptions was last logged (unix nanos)
 }
 
@@ -122,7 +127,6 @@ func New(cfg Config) *Engine {
 	}
 	e := &Engine{
 		cfg:      cfg,
-		subs:     sublist.New[*sub](),
 		done:     make(chan struct{}),
 		reactors: make(map[any]*reactor),
 		stopTick: make(chan struct{}),
@@ -131,6 +135,7 @@ func New(cfg Config) *Engine {
 	// configured account, which natsd does not have yet), so its first
 	// connection is client 5; clients and tools see the same numbers here.
 	e.cid.Store(firstCID - 1)
+	e.global = e.account(GlobalAccount, true)
 	return e
 }
 
@@ -185,9 +190,6 @@ func (e *Engine) SetInfo(fn func(port int) (head, tail []byte)) { e.infoFn = fn 
 // Addr is the bound client address.
 func (e *Engine) Addr() *net.TCPAddr { return e.addr }
 
-// Sublist exposes the interest graph (monitoring, cluster).
-func (e *Engine) Sublist() *sublist.Sublist[*sub] { return e.subs }
-
 // NumConns is the number of open client connections.
 func (e *Engine) NumConns() int64 { return e.conns.Load() }
 
@@ -234,6 +236,9 @@ func (e *Engine) ticker() {
 			if ticks++; ticks%int(idleEvery/tickEvery) == 0 {
 				e.reclaim.idleCheck()
 			}
+			if ticks%int(time.Second/tickEvery) == 0 {
+				e.expireResponses(now)
+			}
 			for _, r := range e.reactorsSnapshot() {
 				_ = r.ex.Execute(r.tickTask)
 			}
@@ -254,7 +259,9 @@ func (e *Engine) Stats() Stats {
 	}
 	s.Connections = e.conns.Load()
 	s.TotalConnections = e.total.Load()
-	s.Subscriptions = e.subs.Count()
+	for _, a := range e.Accounts() {
+		s.Subscriptions += a.subs.Count()
+	}
 	s.StalledClients = e.stalls.Load()
 	return s
 }
@@ -301,6 +308,9 @@ func (e *Engine) Stop() {
 	close(e.stopTick)
 	if e.drv != nil {
 		e.drv.stop()
+	}
+	if e.intSerial != nil {
+		e.intSerial.stop()
 	}
 	close(e.done)
 }

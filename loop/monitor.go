@@ -184,8 +184,11 @@ func (e *Engine) Subs() []SubSnapshot {
 
 // MatchSubs lists the subscriptions a publish on subject would reach (every member of each
 // queue group).
-func (e *Engine) MatchSubs(subject string) []SubSnapshot {
-	res := e.subs.Match([]byte(subject))
+func (e *Engine) MatchSubs(acc *Account, subject string) []SubSnapshot {
+	if acc == nil {
+		acc = e.global
+	}
+	res := acc.subs.Match([]byte(subject))
 	var out []SubSnapshot
 	for _, s := range res.Plain {
 		if !s.gone.Load() {
@@ -204,8 +207,19 @@ func (e *Engine) MatchSubs(subject string) []SubSnapshot {
 
 // SubStats gathers the interest graph's figures.
 func (e *Engine) SubStats() SubStats {
-	st := SubStats{Subscriptions: e.subs.Count(), Inserts: e.subInserts.Load()}
-	for _, cs := range gather(e, func(r *reactor) []sublist.CacheStats { return []sublist.CacheStats{r.cache.Stats()} }) {
+	st := SubStats{Inserts: e.subInserts.Load()}
+	for _, a := range e.Accounts() {
+		st.Subscriptions += a.subs.Count()
+	}
+	for _, cs := range gather(e, func(r *reactor) []sublist.CacheStats {
+		var out []sublist.CacheStats
+		for _, c := range r.caches {
+			if c != nil {
+				out = append(out, c.Stats())
+			}
+		}
+		return out
+	}) {
 		st.Cache += cs.Len
 		st.Matches += cs.Lookups
 		st.CacheHits += cs.Hits

@@ -244,6 +244,7 @@ func (c *client) processSub(op *parser.Op) {
 	}
 	s := &sub{
 		c:       c,
+		acc:     c.acc,
 		subject: string(op.Subject),
 		queue:   string(op.Queue),
 		sid:     append([]byte(nil), op.Sid...),
@@ -251,7 +252,7 @@ func (c *client) processSub(op *parser.Op) {
 	if cp := c.perms.Load(); cp != nil && cp.p.NeedsDeliveryFilter(s.subject, s.queue != "") {
 		s.filter.Store(true)
 	}
-	if err := c.r.e.subs.Insert(s.subject, s.queue, s); err != nil {
+	if err := s.acc.subs.Insert(s.subject, s.queue, s); err != nil {
 		c.sendErr(errTextInvalidSubj)
 		return
 	}
@@ -303,14 +304,14 @@ func (c *client) sweepSubs() {
 func (c *client) removeSub(s *sub) {
 	delete(c.subs, string(s.sid))
 	if s.gone.CompareAndSwap(false, true) {
-		_ = c.r.e.subs.Remove(s.subject, s.queue, s)
+		_ = s.acc.subs.Remove(s.subject, s.queue, s)
 	} else {
 		c.goneSubs.Add(-1)
 	}
 }
 
-// processPub routes one message: L1 match on this reactor, then a frame appended to each
-// target's queue; flushing waits for the end of the batch.
+// processPub runs the client-only checks (stats, pedantic subject, publish permissions, +OK)
+// and routes the message in the client's account.
 func (c *client) processPub(op *parser.Op) {
 	r := c.r
 	r.stats.inMsgs.add(1)
@@ -324,119 +325,16 @@ func (c *client) processPub(op *parser.Op) {
 		return
 	}
 	c.ok()
-	res := r.cache.Match(op.Subject)
-	delivered := false
-	for _, s := range res.Plain {
-		if s.c == c && !c.echo {
-			continue
-		}
-		if c.deliver(s, op) {
-			delivered = true
-		}
-	}
-	for _, g := range res.Queues {
-		if c.deliverQueue(g, op) {
-			delivered = true
-		}
-	}
-	if !delivered && len(op.Reply) > 0 && c.noResponders {
+	if !r.route(c.acc, c, op, 0) && len(op.Reply) > 0 && c.noResponders {
 		c.sendNoResponders(op)
 	}
-}
-
-func (c *client) deliverQueue(g []*sub, op *parser.Op) bool {
-	n := len(g)
-	start := c.r.pick(n)
-	for i := 0; i < n; i++ {
-		s := g[(start+i)%n]
-		if s.c == c && !c.echo {
-			continue
-		}
-		if c.deliver(s, op) {
-			return true
-		}
-	}
-	return false
-}
-
-// deliver appends MSG/HMSG for s to its connection's queue. It reports whether the message
-// went out (an auto-unsubscribed or closing subscription does not count).
-func (c *client) deliver(s *sub, op *parser.Op) bool {
-	t := s.c
-	if s.gone.Load() {
-		return false
-	}
-	if s.filter.Load() {
-		if tp := t.perms.Load(); tp != nil && tp.p.DeliveryDenied(op.Subject) {
-			return false
-		}
-	}
-	if m := s.max.Load(); m > 0 {
-		n := s.delivered.Add(1)
-		if n > m {
-			return false
-		}
-		if n == m && s.gone.CompareAndSwap(false, true) {
-			// The interest goes now; the owner drops its map entry lazily.
-			_ = c.r.e.subs.Remove(s.subject, s.queue, s)
-			t.goneSubs.Add(1)
-		}
-	} else {
-		s.delivered.Add(1)
-	}
-	r := c.r
-	body := op.Msg
-	hdr := op.HdrLen
-	b := r.scratch[:0]
-	if hdr > 0 && t.headers.Load() {
-		b = append(b, "HMSG "...)
-	} else {
-		if hdr > 0 {
-			body = body[hdr:]
-		}
-		hdr = 0
-		b = append(b, "MSG "...)
-	}
-	b = append(b, op.Subject...)
-	b = append(b, ' ')
-	b = append(b, s.sid...)
-	if len(op.Reply) > 0 {
-		b = append(b, ' ')
-		b = append(b, op.Reply...)
-	}
-	b = append(b, ' ')
-	if hdr > 0 {
-		b = strconv.AppendInt(b, int64(hdr), 10)
-		b = append(b, ' ')
-	}
-	b = strconv.AppendInt(b, int64(len(body)), 10)
-	b = append(b, '\r', '\n')
-	r.scratch = b
-	pending, sched, err := t.out.AppendMsg(b, body, crlf, r.e.cfg.MaxPending)
-	if sched {
-		r.enqueue(t)
-	}
-	if err == outbound.ErrSlowConsumer {
-		return false
-	}
-	if len(op.Reply) > 0 {
-		if tp := t.perms.Load(); tp != nil && tp.p.Resp != nil {
-			tp.trackReply(op.Reply)
-		}
-	}
-	r.stats.outMsgs.add(1)
-	r.stats.outBytes.add(uint64(len(body)))
-	if mp := r.e.cfg.MaxPending; mp > 0 && pending > mp/4*3 && t != c {
-		r.stall = t
-	}
-	return true
 }
 
 // sendNoResponders answers a request nobody listens to with a 503 status, as nats-server does
 // for clients that asked for it.
 func (c *client) sendNoResponders(op *parser.Op) {
 	// The reply subject is the publisher's own inbox; find the sid it is subscribed with.
-	res := c.r.cache.Match(op.Reply)
+	res := c.cache.Match(op.Reply)
 	var sid []byte
 	for _, s := range res.Plain {
 		if s.c == c {

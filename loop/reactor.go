@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/natsd/natsd/outbound"
+	"github.com/natsd/natsd/parser"
 	"github.com/natsd/natsd/sublist"
 )
 
@@ -15,10 +16,20 @@ const l1Size = 4096
 // reactor is the state one event loop owns. Only its goroutine touches the non-atomic
 // fields, so the per-message path takes no lock except the target queue's.
 type reactor struct {
-	e     *Engine
-	ex    Executor
-	idx   int
-	cache *sublist.Cache[*sub]
+	e   *Engine
+	ex  Executor
+	idx int
+	// caches are the reactor's L1 match caches, one per account by Account.idx (cacheFor).
+	caches []*sublist.Cache[*sub]
+	// subj[d] holds a subject rewritten at route depth d (mappings, imports); mapd[d] is the
+	// message a mapping rewrote, fwd[d] one an import passes on, hmsg[d] what an inline
+	// handler is shown, and pubOp an internal publish being routed. They live here, not on
+	// the stack, so that handing them to handlers allocates nothing.
+	subj  [maxRouteDepth][]byte
+	mapd  [maxRouteDepth]parser.Op
+	fwd   [maxRouteDepth]parser.Op
+	hmsg  [maxRouteDepth]Msg
+	pubOp parser.Op
 
 	// local holds this reactor's connections with frames queued during the current batch;
 	// remote[i] those owned by reactor i, handed over in one Inbox.Add at the end of the batch.
@@ -38,6 +49,10 @@ type reactor struct {
 
 	scratch []byte // control-line builder for deliveries
 	rng     *rand.PCG
+	rrand   *rand.Rand // over rng, for weighted mappings
+
+	// work is what internal Worker subscriptions got in this batch (internal.go).
+	work []pendingWork
 
 	wakeTask func()
 	tickTask func()
@@ -79,7 +94,6 @@ func newReactor(e *Engine, ex Executor, idx int) *reactor {
 		e:       e,
 		ex:      ex,
 		idx:     idx,
-		cache:   sublist.NewCache(e.subs, l1Size),
 		wheel:   newWheel(int64(tickEvery), time.Now().UnixNano()),
 		backlog: make(map[*client]struct{}),
 		clients: make(map[*client]struct{}),
@@ -89,6 +103,7 @@ func newReactor(e *Engine, ex Executor, idx int) *reactor {
 		kickFd:  -1,
 		rng:     rand.NewPCG(uint64(time.Now().UnixNano()), uint64(idx)),
 	}
+	r.rrand = rand.New(r.rng)
 	r.wakeTask = r.onWake
 	r.tickTask = func() { r.onTick(time.Now()) }
 	return r
@@ -115,6 +130,9 @@ func (r *reactor) enqueue(c *client) {
 
 // endBatch flushes this reactor's own targets and wakes each other reactor at most once.
 func (r *reactor) endBatch() {
+	if len(r.work) > 0 {
+		r.handOffWork()
+	}
 	for i, c := range r.local {
 		c.flush()
 		r.local[i] = nil
@@ -173,6 +191,13 @@ func (r *reactor) onTick(now time.Time) {
 // othersWaiting reports whether ending c's turn would let anyone else run.
 func (r *reactor) othersWaiting(c *client) bool {
 	return r.waiting == nil || r.waiting(c)
+}
+
+// forward copies m into the slot for routing it one level below depth.
+func (r *reactor) forward(m *parser.Op, depth int) *parser.Op {
+	out := &r.fwd[depth]
+	*out = *m
+	return out
 }
 
 // yield queues c for another turn after the connections that are ready now.

@@ -5,7 +5,7 @@
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tools perf-natscli perf-conns
+.PHONY: perf perf-quick perf-self perf-tools perf-natscli perf-conns soak
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -34,3 +34,12 @@ perf-natscli: build nats-server nats-cli
 perf-conns: build nats-server
 	$(GO) build -o $(BIN)/connrig ./perf/cmd/connrig
 	./$(BIN)/connrig --n $(or $(CONNS),15000)
+
+# Hostile clients against natsd (both engines, and TLS) and nats-server, 8 s per attack, with
+# every bound checked (peak RSS ≤ 2× nats-server's, unrelated PING p50 ≤ 2× unloaded, RSS back
+# down after the attacker left). Not part of `make test` (timing on a shared box is noisy).
+soak: build nats-server
+	$(GO) build -o $(BIN)/attackrig ./perf/cmd/attackrig
+	./$(BIN)/attackrig --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server --check $(SOAK_ARGS)
+	./$(BIN)/attackrig --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server --check --tls \
+		--attacks slowsub,ping,badsub --targets nats-server,natsd-gnet $(SOAK_ARGS)

@@ -675,7 +675,7 @@ func (s *Server) handleSubsz(w http.ResponseWriter, r *http.Request) {
 		if subs {
 			var list []loop.SubSnapshot
 			if test != "" {
-				list = s.eng.MatchSubs(test)
+				list = s.eng.MatchSubs(nil, test)
 			} else {
 				list = s.eng.Subs()
 			}

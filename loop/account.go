@@ -1,0 +1,188 @@
+package loop
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/natsd/natsd/sublist"
+	"github.com/natsd/natsd/transform"
+)
+
+// GlobalAccount is the account of clients that authenticate into none in particular.
+const GlobalAccount = "$G"
+
+// Account is one subject space: its own interest graph, its subject mappings and imports, and
+// its clients. Every connection and internal client belongs to exactly one. Reactors keep an L1
+// cache per account (by idx), resolved onto the client once it is bound, so matching stays one
+// pointer away on the per-message path.
+type Account struct {
+	Name string
+	e    *Engine
+	idx  int
+	subs *sublist.Sublist[*sub]
+
+	// rt is what routing in this account rewrites (mappings); imports are subscriptions
+	// (see imports.go). Swapped whole when the configuration changes.
+	rt atomic.Pointer[accountRouting]
+
+	limits atomic.Pointer[AccountLimits]
+	conns  atomic.Int64 // open client connections bound to it
+	nsubs  atomic.Int64 // subscriptions of its clients (max_subscriptions per account)
+
+	// Figures for /accstatz and $SYS (each written on the reactor that counts it).
+	inMsgs, inBytes, outMsgs, outBytes atomic.Int64
+	slowConsumers                      atomic.Int64
+	totalConns                         atomic.Int64
+	created                            time.Time
+
+	mu       sync.Mutex
+	internal *InternalClient // the account's own internal client (imports, service replies)
+	imports  []*importSub    // subscriptions this account's imports placed (to undo on change)
+	svcResp  *respTable      // reply mappings of service imports into this account
+}
+
+// AccountLimits are an account's limits; -1 is unlimited.
+type AccountLimits struct {
+	MaxConnections   int
+	MaxSubscriptions int
+	MaxPayload       int
+}
+
+var noLimits = AccountLimits{MaxConnections: -1, MaxSubscriptions: -1, MaxPayload: -1}
+
+// accountRouting is the immutable set of rewrites routing applies in an account.
+type accountRouting struct {
+	mappings []*transform.Mapping // first match wins, as nats-server's ordered list
+}
+
+// Accounts is every account, by name; copy-on-write under Engine.mu.
+type accountSet struct {
+	byName map[string]*Account
+	list   []*Account // by idx
+}
+
+// account returns the named account, creating it if asked to.
+func (e *Engine) account(name string, create bool) *Account {
+	if set := e.accts.Load(); set != nil {
+		if a := set.byName[name]; a != nil || !create {
+			return a
+		}
+	} else if !create {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.accts.Load()
+	if old != nil {
+		if a := old.byName[name]; a != nil {
+			return a
+		}
+	}
+	a := &Account{Name: name, e: e, subs: sublist.New[*sub](), created: time.Now()}
+	a.limits.Store(&noLimits)
+	a.svcResp = newRespTable()
+	next := &accountSet{byName: make(map[string]*Account)}
+	if old != nil {
+		for k, v := range old.byName {
+			next.byName[k] = v
+		}
+		next.list = append(next.list, old.list...)
+	}
+	a.idx = len(next.list)
+	next.byName[name] = a
+	next.list = append(next.list, a)
+	e.accts.Store(next)
+	return a
+}
+
+// LookupAccount returns the named account, or nil.
+func (e *Engine) LookupAccount(name string) *Account { return e.account(name, false) }
+
+// Accounts lists every account, in the order they were made.
+func (e *Engine) Accounts() []*Account {
+	if set := e.accts.Load(); set != nil {
+		return set.list
+	}
+	return nil
+}
+
+// Global is the global account, $G.
+func (e *Engine) Global() *Account { return e.global }
+
+// NumSubscriptions is the number of subscriptions in the account's interest graph,
+// internal ones included (as nats-server counts them).
+func (a *Account) NumSubscriptions() int { return a.subs.Count() }
+
+// NumConnections is the number of client connections bound to the account.
+func (a *Account) NumConnections() int { return int(a.conns.Load()) }
+
+// Limits returns the account's limits.
+func (a *Account) Limits() AccountLimits { return *a.limits.Load() }
+
+// Stats are an account's message figures.
+type AccountStats struct {
+	Conns, TotalConns                  int
+	Subs                               int
+	InMsgs, InBytes, OutMsgs, OutBytes int64
+	SlowConsumers                      int64
+}
+
+// Stats reads the account's figures.
+func (a *Account) Stats() AccountStats {
+	return AccountStats{
+		Conns: int(a.conns.Load()), TotalConns: int(a.totalConns.Load()), Subs: a.subs.Count(),
+		InMsgs: a.inMsgs.Load(), InBytes: a.inBytes.Load(), OutMsgs: a.outMsgs.Load(), OutBytes: a.outBytes.Load(),
+		SlowConsumers: a.slowConsumers.Load(),
+	}
+}
+
+// cacheFor returns r's L1 cache for a, making it on first use; only r's goroutine calls it.
+func (r *reactor) cacheFor(a *Account) *sublist.Cache[*sub] {
+	if a.idx < len(r.caches) {
+		if c := r.caches[a.idx]; c != nil {
+			return c
+		}
+	}
+	for len(r.caches) <= a.idx {
+		r.caches = append(r.caches, nil)
+	}
+	c := sublist.NewCache(a.subs, l1Size)
+	r.caches[a.idx] = c
+	return c
+}
+
+// bind makes a the client's account: its subscriptions go to a's interest graph and its
+// publishes are routed there. It runs on c's reactor, before the client has subscriptions.
+func (c *client) bind(a *Account) error {
+	if c.acc == a {
+		return nil
+	}
+	if l := a.Limits(); l.MaxConnections >= 0 && c.kind == kindClient {
+		if n := a.conns.Add(1); n > int64(l.MaxConnections) {
+			a.conns.Add(-1)
+			return errAccountMaxConns
+		}
+	} else if c.kind == kindClient {
+		a.conns.Add(1)
+	}
+	if old := c.acc; old != nil && c.kind == kindClient {
+		old.conns.Add(-1)
+	}
+	if c.kind == kindClient {
+		a.totalConns.Add(1)
+	}
+	c.acc = a
+	c.cache = c.r.cacheFor(a)
+	return nil
+}
+
+// unbind drops the client from its account's connection count (it is closing).
+func (c *client) unbind() {
+	if c.acc != nil && c.kind == kindClient {
+		c.acc.conns.Add(-1)
+	}
+}
+
+var errAccountMaxConns = fmt.Errorf("maximum account active connections exceeded")

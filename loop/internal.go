@@ -1,0 +1,270 @@
+package loop
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/natsd/natsd/parser"
+)
+
+// InternalClient lets server code (the system account's events and requests, JetStream,
+// imports) publish and subscribe in an account from any goroutine, through the same routing,
+// interest graphs and limits as every connection. It has no socket: its publishes are routed
+// on the engine's internal reactor, in batches (one Execute per batch however many messages),
+// and its subscriptions' handlers run either on the publisher's reactor (Inline: they must
+// copy what they keep and never block) or on the client's own worker goroutine (Worker: the
+// reactor copies each message and wakes the worker once per batch).
+type InternalClient struct {
+	e *Engine
+	c *client
+
+	mu    sync.Mutex
+	pubs  []*pendingPub // waiting for the internal reactor
+	spare []*pendingPub
+	sched bool
+
+	work     workQueue
+	sids     atomic.Uint64
+	stopped  atomic.Bool
+	routeAll func()
+}
+
+type pendingPub struct {
+	subject, reply []byte
+	hdr            int
+	data           []byte
+}
+
+// ErrClosed is returned by an internal client once its engine has stopped.
+var ErrClosed = errors.New("loop: internal client closed")
+
+// NewInternalClient makes an internal client of the given kind in acc (the global account if
+// nil); name is how logs and monitoring show it.
+func (e *Engine) NewInternalClient(kind Kind, acc *Account, name string) *InternalClient {
+	if acc == nil {
+		acc = e.global
+	}
+	r := e.internalReactor()
+	c := &client{r: r, cid: e.cid.Add(1), kind: kind, echo: true, tSlot: -1, name: name, connected: true}
+	c.headers.Store(true)
+	c.acc = acc
+	ic := &InternalClient{e: e, c: c}
+	ic.work.ic = ic
+	ic.routeAll = ic.drain
+	return ic
+}
+
+// Account is the account the client publishes and subscribes in.
+func (ic *InternalClient) Account() *Account { return ic.c.acc }
+
+// Publish routes a message in the client's account; hdr is a full header block
+// ("NATS/1.0\r\n...\r\n\r\n") or nil. The bytes are copied: the caller may reuse them.
+func (ic *InternalClient) Publish(subject, reply string, hdr, payload []byte) error {
+	if ic.stopped.Load() || ic.e.stopping.Load() {
+		return ErrClosed
+	}
+	p := &pendingPub{hdr: len(hdr)}
+	buf := make([]byte, 0, len(subject)+len(reply)+len(hdr)+len(payload))
+	buf = append(buf, subject...)
+	buf = append(buf, reply...)
+	buf = append(buf, hdr...)
+	buf = append(buf, payload...)
+	p.subject = buf[:len(subject):len(subject)]
+	if reply != "" {
+		p.reply = buf[len(subject) : len(subject)+len(reply) : len(subject)+len(reply)]
+	}
+	p.data = buf[len(subject)+len(reply):]
+	ic.mu.Lock()
+	ic.pubs = append(ic.pubs, p)
+	first := !ic.sched
+	ic.sched = true
+	ic.mu.Unlock()
+	if first {
+		if err := ic.c.r.ex.Execute(ic.routeAll); err != nil {
+			return ErrClosed
+		}
+	}
+	return nil
+}
+
+// drain routes every publish queued so far; it runs on the internal reactor.
+func (ic *InternalClient) drain() {
+	ic.mu.Lock()
+	list := ic.pubs
+	ic.pubs = ic.spare[:0]
+	ic.sched = false
+	ic.mu.Unlock()
+	r := ic.c.r
+	for i, p := range list {
+		r.pubOp = parser.Op{Kind: parser.KindPub, Subject: p.subject, Reply: p.reply, HdrLen: p.hdr, Msg: p.data}
+		if p.hdr > 0 {
+			r.pubOp.Kind = parser.KindHPub
+		}
+		r.route(ic.c.acc, ic.c, &r.pubOp, 0)
+		list[i] = nil
+	}
+	ic.spare = list[:0]
+	r.endBatch()
+}
+
+// Subscription is an internal client's interest in a subject.
+type Subscription struct{ s *sub }
+
+// Unsubscribe removes the interest; the handler may still run for messages already routed.
+func (s *Subscription) Unsubscribe() {
+	if s.s.gone.CompareAndSwap(false, true) {
+		_ = s.s.acc.subs.Remove(s.s.subject, s.s.queue, s.s)
+	}
+}
+
+// Subject is what the subscription listens on.
+func (s *Subscription) Subject() string { return s.s.subject }
+
+// Inline subscribes with a handler that runs on the publisher's reactor: m's bytes are
+// borrowed for the call, and the handler must not block or do I/O.
+func (ic *InternalClient) Inline(subject, queue string, fn func(m *Msg)) (*Subscription, error) {
+	return ic.subscribe(ic.c.acc, subject, queue, func(r *reactor, from *client, op *parser.Op, depth int) bool {
+		m := &r.hmsg[depth]
+		*m = Msg{Subject: op.Subject, Reply: op.Reply, Hdr: op.HdrLen, Data: op.Msg, from: from}
+		fn(m)
+		*m = Msg{}
+		return true
+	})
+}
+
+// Worker subscribes with a handler that runs on this client's worker goroutine, one message
+// at a time in the order they were delivered, with its own copy of each.
+func (ic *InternalClient) Worker(subject, queue string, fn func(m *WorkMsg)) (*Subscription, error) {
+	return ic.subscribe(ic.c.acc, subject, queue, func(r *reactor, from *client, op *parser.Op, _ int) bool {
+		r.queueWork(&ic.work, fn, from, op)
+		return true
+	})
+}
+
+// subscribe places an internal subscription in acc (normally the client's own).
+func (ic *InternalClient) subscribe(acc *Account, subject, queue string, fn func(*reactor, *client, *parser.Op, int) bool) (*Subscription, error) {
+	s := &sub{c: ic.c, acc: acc, fn: fn, subject: subject, queue: queue,
+		sid: strconv.AppendUint(nil, ic.sids.Add(1), 10)}
+	if err := acc.subs.Insert(subject, queue, s); err != nil {
+		return nil, err
+	}
+	ic.e.subInserts.Add(1)
+	return &Subscription{s: s}, nil
+}
+
+// Close stops the client: its publishes fail from now on.
+func (ic *InternalClient) Close() {
+	ic.stopped.Store(true)
+	ic.work.stop()
+}
+
+// WorkMsg is a message copied for a Worker handler.
+type WorkMsg struct {
+	Subject, Reply string
+	Hdr            []byte // the header block, nil when none
+	Data           []byte // the payload
+	From           Origin
+}
+
+// workQueue carries copied messages from reactors to an internal client's worker.
+type workQueue struct {
+	ic      *InternalClient
+	mu      sync.Mutex
+	items   []workItem
+	running bool
+	done    bool
+	wake    chan struct{}
+}
+
+type workItem struct {
+	fn func(*WorkMsg)
+	m  WorkMsg
+}
+
+// queueWork copies m for q's worker; the worker is woken once, at the end of the batch.
+func (r *reactor) queueWork(q *workQueue, fn func(*WorkMsg), from *client, m *parser.Op) {
+	w := WorkMsg{Subject: string(m.Subject), Reply: string(m.Reply), From: originOf(from)}
+	data := append([]byte(nil), m.Msg...)
+	if m.HdrLen > 0 {
+		w.Hdr = data[:m.HdrLen:m.HdrLen]
+	}
+	w.Data = data[m.HdrLen:]
+	if len(r.work) == 0 || r.work[len(r.work)-1].q != q {
+		r.work = append(r.work, pendingWork{q: q})
+	}
+	pw := &r.work[len(r.work)-1]
+	pw.items = append(pw.items, workItem{fn: fn, m: w})
+}
+
+// pendingWork is what one batch on a reactor queued for one worker.
+type pendingWork struct {
+	q     *workQueue
+	items []workItem
+}
+
+// handOffWork gives each worker what this batch queued for it, waking each once.
+func (r *reactor) handOffWork() {
+	for i := range r.work {
+		pw := &r.work[i]
+		pw.q.add(pw.items)
+		pw.items = nil
+		pw.q = nil
+	}
+	r.work = r.work[:0]
+}
+
+func (q *workQueue) add(items []workItem) {
+	q.mu.Lock()
+	if q.done {
+		q.mu.Unlock()
+		return
+	}
+	q.items = append(q.items, items...)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go q.run()
+	}
+}
+
+// run is the worker: it exits when the queue is empty, so an idle internal client holds no
+// goroutine.
+func (q *workQueue) run() {
+	for {
+		q.mu.Lock()
+		items := q.items
+		q.items = nil
+		if len(items) == 0 || q.done {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		for i := range items {
+			items[i].fn(&items[i].m)
+		}
+	}
+}
+
+func (q *workQueue) stop() {
+	q.mu.Lock()
+	q.done = true
+	q.items = nil
+	q.mu.Unlock()
+}
+
+// internalReactor is where internal clients' publishes are routed: a reactor of its own, so
+// that internal traffic needs no network connection to exist and never waits behind one.
+func (e *Engine) internalReactor() *reactor {
+	e.intOnce.Do(func() {
+		x := newSerial(nil)
+		e.intSerial = x
+		r := e.reactorFor(x, x)
+		r.waiting = x.waiting
+		e.intReactor = r
+	})
+	return e.intReactor
+}
