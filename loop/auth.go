@@ -92,6 +92,11 @@ func (c *client) authViolation() {
 		c.r.e.cfg.Log.Errorf("%s:%d - cid:%d - authentication error", c.ip, c.port, c.cid)
 	}
 	c.closeWithErr(errTextAuthViolation, closeAuthFailure)
+	if ev := c.r.e.cfg.Events; ev != nil && c.kind == kindClient {
+		cs := c.snapshot(false)
+		cs.Reason = closeAuthFailure
+		ev.AuthFailed(cs)
+	}
 }
 
 // peerCerts is the verified client certificate chain of a TLS connection.

@@ -150,7 +150,8 @@ type client struct {
 	// headers is read by publishers on other reactors (HMSG or MSG?), and a client may send
 	// CONNECT after SUB, so it is atomic.
 	headers             atomic.Bool
-	connected           bool // a CONNECT was received (or no_auth_user stood in for it)
+	connected           bool
+	announced           bool // Events.ClientConnected was told // a CONNECT was received (or no_auth_user stood in for it)
 	firstPong           bool // the PONG to the first PING after CONNECT has been sent
 	protocol            int
 	name, lang, version string
@@ -367,6 +368,9 @@ func (e *Engine) connClosed(c *client) {
 		}
 	}
 	e.addClosed(cc, c.reason)
+	if ev := e.cfg.Events; ev != nil && c.announced {
+		ev.ClientDisconnected(cc)
+	}
 	// Only now: whoever sees the count drop finds the connection among the closed ones.
 	e.conns.Add(-1)
 	if e.cfg.Log != nil {

@@ -60,6 +60,18 @@ type Config struct {
 
 	Log   Logger
 	Trace bool
+
+	// Events, when set, hears of clients connecting, disconnecting and failing to
+	// authenticate (the server turns them into $SYS events). It is called on reactors: it
+	// must not block.
+	Events Events
+}
+
+// Events receives connection events; see Config.Events.
+type Events interface {
+	ClientConnected(cs *ConnSnapshot)
+	ClientDisconnected(cs *ConnSnapshot)
+	AuthFailed(cs *ConnSnapshot)
 }
 
 // DefaultReactors is the measured default: on the 2-core machines this was tuned on, one

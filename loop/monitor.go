@@ -23,6 +23,7 @@ type ConnSnapshot struct {
 	Stalls                             int64
 	NumSubs                            int
 	Name, Lang, Version                string
+	Account, User                      string
 	Subs                               []SubSnapshot // only when asked for (always kept for closed)
 }
 
@@ -143,6 +144,12 @@ func (c *client) snapshot(subs bool) *ConnSnapshot {
 	}
 	cs.OutMsgs, cs.OutBytes = c.out.Counts()
 	cs.NumSubs, cs.Subs = c.subsSnapshot(subs)
+	if c.acc != nil {
+		cs.Account = c.acc.Name
+	}
+	if c.au != nil {
+		cs.User = c.au.name
+	}
 	return cs
 }
 

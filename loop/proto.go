@@ -204,6 +204,10 @@ func (c *client) applyConnect(o *connectOpts) {
 		return
 	}
 	c.ok()
+	if ev := c.r.e.cfg.Events; ev != nil && !c.announced && c.kind == kindClient {
+		c.announced = true
+		ev.ClientConnected(c.snapshot(false))
+	}
 }
 
 func (c *client) processSub(op *parser.Op) {

@@ -142,19 +142,23 @@ func (s *Server) Start() error {
 	// the loop reads cfg.Info on each accept, so fill it through a pointer the loop shares.
 	eng := loop.New(cfg)
 	eng.SetInfo(s.infoJSON)
+	// As nats-server: the pid file exists before the first client is accepted, so whatever
+	// waits for it (a supervisor, --signal) may act as soon as clients can connect.
+	if o.PidFile != "" {
+		if err := os.WriteFile(o.PidFile, []byte(strconv.Itoa(os.Getpid())), 0o660); err != nil {
+			return fmt.Errorf("could not write pidfile: %v", err)
+		}
+	}
 	if err := eng.Start(); err != nil {
+		if o.PidFile != "" {
+			_ = os.Remove(o.PidFile)
+		}
 		return fmt.Errorf("error listening on port: %s:%d, %v", o.Host, o.Port, err)
 	}
 	s.eng = eng
 	s.mu.Lock()
 	s.running = true
 	s.mu.Unlock()
-	if o.PidFile != "" {
-		if err := os.WriteFile(o.PidFile, []byte(strconv.Itoa(os.Getpid())), 0o660); err != nil {
-			eng.Stop()
-			return fmt.Errorf("could not write pidfile: %v", err)
-		}
-	}
 	if err := s.startMonitoring(); err != nil {
 		s.stopMonitoring()
 		s.mu.Lock()
