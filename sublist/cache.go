@@ -40,7 +40,9 @@ func NewCache[T comparable](s *Sublist[T], size int) *Cache[T] {
 	if size < 1 {
 		size = DefaultCacheSize
 	}
-	return &Cache[T]{s: s, m: make(map[string]*cacheEntry[T], size), size: size}
+	// The map grows to size as subjects come: a reactor has a cache per account, and most
+	// accounts publish on a handful of subjects.
+	return &Cache[T]{s: s, m: make(map[string]*cacheEntry[T], min(size, 16)), size: size}
 }
 
 // Match is Sublist.Match through the cache. On a hit whose shard generations
