@@ -952,7 +952,8 @@ func (s *Server) Jsz(q *JSzOptions) (*JSInfo, error) {
 	return &JSInfo{ID: s.id, Now: time.Now().UTC(), Disabled: true}, nil
 }
 
-// JszAccount is $SYS.REQ.ACCOUNT.<acc>.JSZ: one account's JetStream detail.
+// JszAccount is $SYS.REQ.ACCOUNT.<acc>.JSZ: one account's JetStream detail (nats-server's
+// AccountDetail once JetStream exists; the nil it returns now is sent as "data": null).
 func (s *Server) JszAccount(*JSzOptions) (*JSInfo, error) {
 	return nil, errors.New("jetstream not enabled")
 }

@@ -24,7 +24,9 @@ type accountSource interface {
 	// (imports, exports, mappings, sublist stats ...); false when there is no such account.
 	AccountInfo(name string) (*AccountInfo, bool)
 	// AccountStat is the account's local connection and traffic figures (/accstatz, STATZ,
-	// SERVER.CONNS); false when there is no such account.
+	// SERVER.CONNS, STATSZ's subscription count); false when there is no such account. It
+	// must be cheap (counters, no round trip to the reactors): the $SYS sender goroutine
+	// calls it for heartbeats.
 	AccountStat(name string) (*AccountStat, bool)
 	// Conns snapshots the open client and leaf connections of account ("" for every
 	// account), each with who it is.
@@ -126,12 +128,25 @@ func (g globalSource) AccountInfo(name string) (*AccountInfo, bool) {
 	return ai, true
 }
 
+// numSubs counts an account's subscriptions without asking the reactors.
+func (g globalSource) numSubs(name string) (uint32, bool) {
+	switch sys := g.sysName(); name {
+	case globalAccountName:
+		return uint32(g.s.eng.Stats().Subscriptions), true
+	case sys:
+		if sys != "" {
+			return uint32(len(g.s.sysSubs())), true
+		}
+	}
+	return 0, false
+}
+
 func (g globalSource) AccountStat(name string) (*AccountStat, bool) {
-	ss, ok := g.SublistStats(name)
+	n, ok := g.numSubs(name)
 	if !ok {
 		return nil, false
 	}
-	as := &AccountStat{Account: name, Name: name, NumSubs: ss.NumSubs}
+	as := &AccountStat{Account: name, Name: name, NumSubs: n}
 	as.Sent = DataStats{Gateways: &MsgBytes{}, Routes: &MsgBytes{}, Leafs: &MsgBytes{}}
 	as.Received = DataStats{Gateways: &MsgBytes{}, Routes: &MsgBytes{}, Leafs: &MsgBytes{}}
 	if name == globalAccountName {
