@@ -7,10 +7,10 @@ import (
 	"github.com/natsd/natsd/auth"
 )
 
-// The JSON shapes of nats-server's $SYS events and request/reply API
-// (shared/reference/monitoring.md sections 3 and 4). Field names, types and omitempty
-// behaviour are part of the contract: the nats CLI, nats.go users and other servers decode
-// them. The `data` of a request's answer reuses the monitoring types of monitor_types.go.
+// The JSON shapes of nats-server 2.15.2's $SYS events and request/reply API. Field names,
+// types and omitempty behaviour are part of the contract: the nats CLI, nats.go users and
+// other servers decode them. The `data` of a request's answer reuses the monitoring types of
+// monitor_types.go.
 
 // ServerCapability is the "flags" bit set of ServerInfo.
 type ServerCapability uint64
