@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -11,12 +12,14 @@ import (
 	"path"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/natsd/natsd/auth"
 	"github.com/natsd/natsd/loop"
 	"github.com/natsd/natsd/sublist"
 )
@@ -54,7 +57,6 @@ type monitor struct {
 
 	mu   sync.Mutex
 	reqs map[string]uint64
-	cpu  cpuSampler
 }
 
 func normalizeBasePath(p string) string {
@@ -307,6 +309,9 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 
 // ---- /varz
 
+// VarzOptions is VARZ's request body (no options yet, as nats-server's).
+type VarzOptions struct{}
+
 // Varz gathers the /varz figures.
 func (s *Server) Varz() *Varz {
 	o := s.getOpts()
@@ -371,20 +376,27 @@ func (s *Server) Varz() *Varz {
 	if lim := debug.SetMemoryLimit(-1); lim != math.MaxInt64 {
 		v.MemLimit = lim
 	}
+	v.HTTPReqStats = map[string]uint64{}
 	if s.mon != nil {
 		s.mon.mu.Lock()
-		v.HTTPReqStats = make(map[string]uint64, len(s.mon.reqs))
 		for k, n := range s.mon.reqs {
 			v.HTTPReqStats[k] = n
 		}
-		v.CPU, v.Mem = s.mon.cpu.sample(now)
 		s.mon.mu.Unlock()
-	} else {
-		var c cpuSampler
-		v.CPU, v.Mem = c.sample(now)
-		v.HTTPReqStats = map[string]uint64{}
 	}
+	v.CPU, v.Mem = s.procUsage(now)
+	v.SystemAccount = s.sysAccountName()
+	v.AuthRequired = authRequired(o)
+	v.TLSRequired, v.TLSVerify, _ = tlsInfo(o)
 	return v
+}
+
+// procUsage samples the process's CPU use and resident size (one sampler for /varz and
+// STATSZ, so both see CPU over the same windows).
+func (s *Server) procUsage(now time.Time) (pct float64, rss int64) {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	return s.proc.sample(now)
 }
 
 func (s *Server) handleVarz(w http.ResponseWriter, r *http.Request) {
@@ -394,17 +406,32 @@ func (s *Server) handleVarz(w http.ResponseWriter, r *http.Request) {
 
 // ---- /connz
 
-// ConnzOptions are /connz's query parameters.
+// ConnState selects connections by state in /connz (JSON: 0 open, 1 closed, 2 all).
+type ConnState int
+
+// Connection states, as nats-server numbers them.
+const (
+	ConnOpen ConnState = iota
+	ConnClosed
+	ConnAll
+)
+
+// ConnzOptions are /connz's query parameters and CONNZ's request body.
 type ConnzOptions struct {
-	Sort                string
-	Username            bool
-	Subscriptions       bool
-	SubscriptionsDetail bool
-	Offset, Limit       int
-	CID                 uint64
-	State               string // "open" (default), "closed", "all"
-	User, Account       string
-	MQTTClient          string
+	Sort                string    `json:"sort"`
+	Username            bool      `json:"auth"`
+	Subscriptions       bool      `json:"subscriptions"`
+	SubscriptionsDetail bool      `json:"subscriptions_detail"`
+	Offset              int       `json:"offset"`
+	Limit               int       `json:"limit"`
+	CID                 uint64    `json:"cid"`
+	MQTTClient          string    `json:"mqtt_client"`
+	State               ConnState `json:"state"`
+	User                string    `json:"user"`
+	Account             string    `json:"acc"`
+	// FilterSubject keeps the connections with a subscription that collides with it (needs
+	// Account).
+	FilterSubject string `json:"filter_subject"`
 }
 
 var connzSorts = map[string]bool{
@@ -458,19 +485,18 @@ func connInfo(cs *loop.ConnSnapshot, now time.Time, subs, detail bool) *ConnInfo
 	return ci
 }
 
-// Connz gathers /connz.
+// Connz gathers /connz and CONNZ.
 func (s *Server) Connz(q *ConnzOptions) (*Connz, error) {
+	if q == nil {
+		q = &ConnzOptions{}
+	}
 	if !connzSorts[q.Sort] {
 		return nil, fmt.Errorf("invalid sorting option: %s", q.Sort)
 	}
-	state := q.State
-	if state == "" {
-		state = "open"
-	}
-	if q.Sort == "stop" && state != "closed" {
+	if q.Sort == "stop" && q.State != ConnClosed {
 		return nil, fmt.Errorf("sort by stop only valid on closed connections")
 	}
-	if q.Sort == "reason" && state != "closed" {
+	if q.Sort == "reason" && q.State != ConnClosed {
 		return nil, fmt.Errorf("sort by reason only valid on closed connections")
 	}
 	offset := max(q.Offset, 0)
@@ -481,41 +507,82 @@ func (s *Server) Connz(q *ConnzOptions) (*Connz, error) {
 	if q.CID > 0 {
 		limit = 1
 	}
-	now := time.Now()
-	cz := &Connz{ID: s.id, Now: now.UTC(), Offset: offset, Limit: limit}
-
-	// natsd has only the global account and no users yet: filters on either match all or none.
-	none := (q.Account != "" && q.Account != globalAccountName) || q.User != "" || q.MQTTClient != ""
-	var snaps []*loop.ConnSnapshot
-	total := 0
-	if state == "open" || state == "all" {
-		open := s.eng.Conns(loop.ConnsQuery{CID: q.CID, Subs: q.Subscriptions || q.SubscriptionsDetail, ProbeRTT: true})
-		snaps = append(snaps, open...)
-		total += len(open)
+	var filter string
+	if q.FilterSubject != "" && q.FilterSubject != ">" {
+		if q.Account == "" {
+			return nil, fmt.Errorf("filter by subject only valid with account filtering")
+		}
+		filter = q.FilterSubject
 	}
-	if state == "closed" || state == "all" {
-		closed := s.eng.ClosedConns()
+	now := time.Now()
+	cz := &Connz{Now: now.UTC(), Offset: offset, Limit: limit}
+	src := s.accounts()
+	if q.Account != "" {
+		if _, ok := src.AccountStat(q.Account); !ok {
+			// nats-server answers an unknown account with neither its id nor a list.
+			return cz, nil
+		}
+	}
+	cz.ID = s.id
+
+	keep := func(c *acctConn) bool {
+		return (q.User == "" || c.User == q.User) && q.MQTTClient == ""
+	}
+	var conns []*acctConn
+	total := 0
+	if q.State == ConnOpen || q.State == ConnAll {
+		open := src.Conns(q.Account, loop.ConnsQuery{CID: q.CID, Subs: q.Subscriptions || q.SubscriptionsDetail || filter != "", ProbeRTT: true})
+		total += len(open)
+		for _, c := range open {
+			if keep(c) && (filter == "" || subsCollide(c.Subs, filter)) {
+				conns = append(conns, c)
+			}
+		}
+	}
+	if q.State == ConnClosed || q.State == ConnAll {
+		closed := src.ClosedConns(q.Account)
+		if q.Account != "" {
+			// nats-server remembers no account for a closed $G client, so an account
+			// filter, even "$G", never shows one.
+			closed = slices.DeleteFunc(slices.Clone(closed), func(c *acctConn) bool { return c.Account == globalAccountName })
+		}
 		if q.CID == 0 {
 			total += len(closed)
 		}
-		if q.CID == 0 || len(snaps) == 0 {
-			for _, cs := range closed {
-				if q.CID == 0 || cs.CID == q.CID {
-					snaps = append(snaps, cs)
+		if q.CID == 0 || len(conns) == 0 {
+			for _, c := range closed {
+				if (q.CID == 0 || c.CID == q.CID) && keep(c) {
+					conns = append(conns, c)
 				}
 			}
 		}
 	}
-	if none {
-		snaps, total = nil, 0
-	}
 	if q.CID > 0 {
-		total = len(snaps)
+		total = len(conns)
 	}
 	cz.Total = total
-	infos := make([]*ConnInfo, 0, len(snaps))
-	for _, cs := range snaps {
-		infos = append(infos, connInfo(cs, now, q.Subscriptions, q.SubscriptionsDetail))
+	infos := make([]*ConnInfo, 0, len(conns))
+	for _, c := range conns {
+		ci := connInfo(c.ConnSnapshot, now, q.Subscriptions, q.SubscriptionsDetail)
+		if !c.Stop.IsZero() {
+			// A closed connection's subscriptions are remembered with their account.
+			for i := range ci.SubsDetail {
+				ci.SubsDetail[i].Account, ci.SubsDetail[i].AccountTag = c.Account, c.NameTag
+			}
+		}
+		if q.Username {
+			ci.AuthorizedUser = c.User
+			if c.Account != globalAccountName {
+				ci.Account = c.Account
+			}
+			if c.Stop.IsZero() {
+				// Open connections show their account's name tag, even $G's.
+				ci.JWT, ci.IssuerKey, ci.Tags, ci.NameTag = c.JWT, c.IssuerKey, c.Tags, c.NameTag
+			} else if ci.Account != "" {
+				ci.JWT, ci.NameTag = c.JWT, c.NameTag
+			}
+		}
+		infos = append(infos, ci)
 	}
 	sortConns(infos, q.Sort, now)
 	lo := min(offset, len(infos))
@@ -523,6 +590,15 @@ func (s *Server) Connz(q *ConnzOptions) (*Connz, error) {
 	cz.Conns = infos[lo:hi]
 	cz.NumConns = len(cz.Conns)
 	return cz, nil
+}
+
+func subsCollide(subs []loop.SubSnapshot, filter string) bool {
+	for _, sd := range subs {
+		if auth.SubjectsCollide(filter, sd.Subject) {
+			return true
+		}
+	}
+	return false
 }
 
 func sortConns(c []*ConnInfo, by string, now time.Time) {
@@ -585,11 +661,11 @@ func (s *Server) handleConnz(w http.ResponseWriter, r *http.Request) {
 	}
 	switch st := r.URL.Query().Get("state"); strings.ToLower(st) {
 	case "", "open":
-		q.State = "open"
+		q.State = ConnOpen
 	case "closed":
-		q.State = "closed"
+		q.State = ConnClosed
 	case "any", "all":
-		q.State = "all"
+		q.State = ConnAll
 	default:
 		badRequest(w, "Error decoding state for "+st)
 		return
@@ -608,7 +684,8 @@ func (s *Server) handleConnz(w http.ResponseWriter, r *http.Request) {
 
 // ---- /subsz
 
-func (s *Server) sublistStats() *SublistStats {
+// engineSublistStats are the engine's interest-graph figures (the global account's).
+func (s *Server) engineSublistStats() *SublistStats {
 	st := s.eng.SubStats()
 	n := uint64(st.Subscriptions)
 	ss := &SublistStats{
@@ -628,122 +705,214 @@ func (s *Server) sublistStats() *SublistStats {
 	return ss
 }
 
-func subDetails(list []loop.SubSnapshot) []SubDetail {
-	sort.Slice(list, func(i, j int) bool {
-		if list[i].CID != list[j].CID {
-			return list[i].CID < list[j].CID
-		}
-		return list[i].Sid < list[j].Sid
-	})
-	out := make([]SubDetail, 0, len(list))
-	for _, sd := range list {
-		out = append(out, SubDetail{
-			Account: globalAccountName, AccountTag: globalAccountName,
-			Subject: sd.Subject, Queue: sd.Queue, Sid: sd.Sid, Msgs: sd.Msgs, Max: sd.Max, Cid: sd.CID,
-		})
+// sublistStats are the figures summed over every account (/metrics, /subsz).
+func (s *Server) sublistStats() *SublistStats {
+	if st, ok := s.accounts().SublistStats(""); ok {
+		return st
 	}
-	return out
+	return &SublistStats{}
 }
 
-func (s *Server) handleSubsz(w http.ResponseWriter, r *http.Request) {
-	s.mon.count(subszPath)
-	subs, ok := qBool(w, r, "subs")
-	if !ok {
-		return
+// SubszOptions are /subsz's query parameters and SUBSZ's request body.
+type SubszOptions struct {
+	Offset        int    `json:"offset"`
+	Limit         int    `json:"limit"`
+	Subscriptions bool   `json:"subscriptions"`
+	Account       string `json:"account,omitempty"`
+	// Test keeps the subscriptions a publish on this literal subject reaches.
+	Test string `json:"test,omitempty"`
+}
+
+// Subsz gathers /subsz and SUBSZ.
+func (s *Server) Subsz(q *SubszOptions) (*Subsz, error) {
+	if q == nil {
+		q = &SubszOptions{}
 	}
-	offset, ok := qInt(w, r, "offset")
-	if !ok {
-		return
-	}
-	limit, ok := qInt(w, r, "limit")
-	if !ok {
-		return
-	}
-	test := r.URL.Query().Get("test")
-	if test != "" && !sublist.ValidLiteralSubject([]byte(test)) {
-		badRequest(w, "invalid test subject, must be valid publish subject: "+test)
-		return
-	}
-	acc := r.URL.Query().Get("acc")
-	offset = max(offset, 0)
+	offset := max(q.Offset, 0)
+	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultListSize
 	}
+	if q.Test != "" && !sublist.ValidLiteralSubject([]byte(q.Test)) {
+		return nil, fmt.Errorf("invalid test subject, must be valid publish subject: %s", q.Test)
+	}
+	src := s.accounts()
 	sz := &Subsz{ID: s.id, Now: time.Now().UTC(), SublistStats: &SublistStats{}, Offset: offset, Limit: limit}
-	if acc == "" || acc == globalAccountName {
-		sz.SublistStats = s.sublistStats()
-		if subs {
-			var list []loop.SubSnapshot
-			if test != "" {
-				list = s.eng.MatchSubs(nil, test)
-			} else {
-				list = s.eng.Subs()
-			}
-			d := subDetails(list)
+	if st, ok := src.SublistStats(q.Account); ok {
+		sz.SublistStats = st
+		if q.Subscriptions {
+			d := src.Subs(q.Account, q.Test)
 			lo := min(offset, len(d))
 			hi := lo + min(limit, len(d)-lo)
 			sz.Subs = d[lo:hi]
 			sz.Total = len(d)
 		}
 	}
+	return sz, nil
+}
+
+func (s *Server) handleSubsz(w http.ResponseWriter, r *http.Request) {
+	s.mon.count(subszPath)
+	q := &SubszOptions{Test: r.URL.Query().Get("test"), Account: r.URL.Query().Get("acc")}
+	var ok bool
+	if q.Subscriptions, ok = qBool(w, r, "subs"); !ok {
+		return
+	}
+	if q.Offset, ok = qInt(w, r, "offset"); !ok {
+		return
+	}
+	if q.Limit, ok = qInt(w, r, "limit"); !ok {
+		return
+	}
+	sz, err := s.Subsz(q)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
 	writeJSON(w, http.StatusOK, sz, true)
 }
 
 // ---- endpoints of parts natsd does not have yet: nats-server's empty answers
 
+// RoutezOptions are /routez's query parameters and ROUTEZ's request body.
+type RoutezOptions struct {
+	Subscriptions       bool `json:"subscriptions"`
+	SubscriptionsDetail bool `json:"subscriptions_detail"`
+}
+
+// Routez gathers /routez and ROUTEZ (no routes until clustering exists).
+func (s *Server) Routez(*RoutezOptions) (*Routez, error) {
+	return &Routez{ID: s.id, Name: s.getOpts().ServerName, Now: time.Now().UTC(), Routes: []any{}}, nil
+}
+
 func (s *Server) handleRoutez(w http.ResponseWriter, r *http.Request) {
 	s.mon.count(routezPath)
-	if _, _, ok := qSubs(w, r); !ok {
+	var q RoutezOptions
+	var ok bool
+	if q.Subscriptions, q.SubscriptionsDetail, ok = qSubs(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, &Routez{ID: s.id, Name: s.getOpts().ServerName, Now: time.Now().UTC(), Routes: []any{}}, true)
+	rz, _ := s.Routez(&q)
+	writeJSON(w, http.StatusOK, rz, true)
+}
+
+// GatewayzOptions are /gatewayz's query parameters and GATEWAYZ's request body.
+type GatewayzOptions struct {
+	Name                       string `json:"name"`
+	Accounts                   bool   `json:"accounts"`
+	AccountName                string `json:"account_name"`
+	AccountSubscriptions       bool   `json:"subscriptions"`
+	AccountSubscriptionsDetail bool   `json:"subscriptions_detail"`
+}
+
+// Gatewayz gathers /gatewayz and GATEWAYZ (no gateways yet).
+func (s *Server) Gatewayz(*GatewayzOptions) (*Gatewayz, error) {
+	return &Gatewayz{
+		ID: s.id, Now: time.Now().UTC(),
+		OutboundGateways: map[string]any{}, InboundGateways: map[string][]any{},
+	}, nil
 }
 
 func (s *Server) handleGatewayz(w http.ResponseWriter, r *http.Request) {
 	s.mon.count(gatewayzPath)
-	if _, _, ok := qSubs(w, r); !ok {
+	q := GatewayzOptions{Name: r.URL.Query().Get("gw_name"), AccountName: r.URL.Query().Get("acc_name")}
+	var ok bool
+	if q.AccountSubscriptions, q.AccountSubscriptionsDetail, ok = qSubs(w, r); !ok {
 		return
 	}
-	if _, ok := qBool(w, r, "accs"); !ok {
+	if q.Accounts, ok = qBool(w, r, "accs"); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, &Gatewayz{
-		ID: s.id, Now: time.Now().UTC(),
-		OutboundGateways: map[string]any{}, InboundGateways: map[string][]any{},
-	}, true)
+	gz, _ := s.Gatewayz(&q)
+	writeJSON(w, http.StatusOK, gz, true)
+}
+
+// LeafzOptions are /leafz's query parameters and LEAFZ's request body.
+type LeafzOptions struct {
+	Subscriptions bool   `json:"subscriptions"`
+	Account       string `json:"account"`
+}
+
+// Leafz gathers /leafz and LEAFZ (no leaf nodes yet).
+func (s *Server) Leafz(*LeafzOptions) (*Leafz, error) {
+	return &Leafz{ID: s.id, Now: time.Now().UTC(), Leafs: []any{}}, nil
 }
 
 func (s *Server) handleLeafz(w http.ResponseWriter, r *http.Request) {
 	s.mon.count(leafzPath)
-	if _, _, ok := qSubs(w, r); !ok {
+	q := LeafzOptions{Account: r.URL.Query().Get("acc")}
+	var ok bool
+	if q.Subscriptions, _, ok = qSubs(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, &Leafz{ID: s.id, Now: time.Now().UTC(), Leafs: []any{}}, true)
+	lz, _ := s.Leafz(&q)
+	writeJSON(w, http.StatusOK, lz, true)
+}
+
+// AccountzOptions are /accountz's query parameters and ACCOUNTZ's request body.
+type AccountzOptions struct {
+	Account string `json:"account"`
+}
+
+// Accountz gathers /accountz and ACCOUNTZ: the account names, or one account's detail.
+func (s *Server) Accountz(q *AccountzOptions) (*Accountz, error) {
+	az := &Accountz{ID: s.id, Now: time.Now().UTC(), SystemAccount: s.sysAccountName()}
+	if q == nil || q.Account == "" {
+		az.Accounts = s.accounts().Accounts()
+		return az, nil
+	}
+	ai, err := s.accountInfo(q.Account)
+	if err != nil {
+		return nil, err
+	}
+	az.Account = ai
+	return az, nil
+}
+
+// accountInfo is one account's detail (ACCOUNTZ with an account, $SYS.REQ.ACCOUNT.<acc>.INFO).
+func (s *Server) accountInfo(name string) (*AccountInfo, error) {
+	ai, ok := s.accounts().AccountInfo(name)
+	if !ok {
+		return nil, fmt.Errorf("Account %s does not exist", name)
+	}
+	return ai, nil
 }
 
 func (s *Server) handleAccountz(w http.ResponseWriter, r *http.Request) {
 	s.mon.count(accountzPath)
-	az := &Accountz{ID: s.id, Now: time.Now().UTC()}
-	acc := r.URL.Query().Get("acc")
-	switch acc {
-	case "":
-		az.Accounts = []string{globalAccountName}
-	case globalAccountName:
-		st := s.sublistStats()
-		az.Account = &AccountInfo{
-			AccountName: globalAccountName,
-			LastUpdate:  s.start.UTC(),
-			Complete:    true,
-			ClientCnt:   int(s.eng.NumConns()),
-			SubCnt:      st.NumSubs,
-			NameTag:     globalAccountName,
-			Sublist:     st,
-		}
-	default:
-		badRequest(w, fmt.Sprintf("Account %s does not exist", acc))
+	az, err := s.Accountz(&AccountzOptions{Account: r.URL.Query().Get("acc")})
+	if err != nil {
+		badRequest(w, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, az, true)
+}
+
+// AccountStatzOptions are /accstatz's query parameters and STATZ's request body.
+type AccountStatzOptions struct {
+	Accounts      []string `json:"accounts"`
+	IncludeUnused bool     `json:"include_unused"`
+}
+
+// AccountStatz gathers /accstatz and STATZ: the named accounts (every account when none is
+// named) that have local connections, or all of them with IncludeUnused.
+func (s *Server) AccountStatz(q *AccountStatzOptions) (*AccountStatz, error) {
+	if q == nil {
+		q = &AccountStatzOptions{}
+	}
+	src := s.accounts()
+	as := &AccountStatz{ID: s.id, Now: time.Now().UTC(), Accounts: []*AccountStat{}}
+	names := q.Accounts
+	if len(names) == 0 {
+		names = src.Accounts()
+	}
+	for _, n := range names {
+		st, ok := src.AccountStat(n)
+		if ok && (q.IncludeUnused || st.Conns != 0 || st.LeafNodes != 0) {
+			as.Accounts = append(as.Accounts, st)
+		}
+	}
+	return as, nil
 }
 
 func (s *Server) handleAccstatz(w http.ResponseWriter, r *http.Request) {
@@ -752,21 +921,41 @@ func (s *Server) handleAccstatz(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	as := &AccountStatz{ID: s.id, Now: time.Now().UTC(), Accounts: []*AccountStat{}}
-	st := s.eng.Stats()
-	if st.Connections > 0 || unused {
-		as.Accounts = append(as.Accounts, &AccountStat{
-			Account:       globalAccountName,
-			Name:          globalAccountName,
-			Conns:         int(st.Connections),
-			TotalConns:    int(st.Connections),
-			NumSubs:       uint32(st.Subscriptions),
-			Sent:          DataStats{MsgBytes: MsgBytes{Msgs: int64(st.OutMsgs), Bytes: int64(st.OutBytes)}, Gateways: &MsgBytes{}, Routes: &MsgBytes{}, Leafs: &MsgBytes{}},
-			Received:      DataStats{MsgBytes: MsgBytes{Msgs: int64(st.InMsgs), Bytes: int64(st.InBytes)}, Gateways: &MsgBytes{}, Routes: &MsgBytes{}, Leafs: &MsgBytes{}},
-			SlowConsumers: int64(st.SlowConsumers),
-		})
-	}
+	as, _ := s.AccountStatz(&AccountStatzOptions{IncludeUnused: unused})
 	writeJSON(w, http.StatusOK, as, true)
+}
+
+// JSzOptions are /jsz's query parameters and JSZ's request body.
+type JSzOptions struct {
+	Account          string `json:"account,omitempty"`
+	Accounts         bool   `json:"accounts,omitempty"`
+	Streams          bool   `json:"streams,omitempty"`
+	Consumer         bool   `json:"consumer,omitempty"`
+	DirectConsumer   bool   `json:"direct_consumer,omitempty"`
+	Config           bool   `json:"config,omitempty"`
+	LeaderOnly       bool   `json:"leader_only,omitempty"`
+	Offset           int    `json:"offset,omitempty"`
+	Limit            int    `json:"limit,omitempty"`
+	RaftGroups       bool   `json:"raft,omitempty"`
+	StreamLeaderOnly bool   `json:"stream_leader_only,omitempty"`
+}
+
+// errSkip marks an answer a server must not send (nats-server's errSkipZreq): a filtered
+// request, or one meant only for a leader.
+var errSkip = errors.New("filtered response")
+
+// Jsz gathers /jsz and JSZ. JetStream is not enabled: with LeaderOnly nobody here answers.
+func (s *Server) Jsz(q *JSzOptions) (*JSInfo, error) {
+	if q != nil && q.LeaderOnly {
+		return nil, fmt.Errorf("%w: not leader", errSkip)
+	}
+	return &JSInfo{ID: s.id, Now: time.Now().UTC(), Disabled: true}, nil
+}
+
+// JszAccount is $SYS.REQ.ACCOUNT.<acc>.JSZ: one account's JetStream detail (nats-server's
+// AccountDetail once JetStream exists; the nil it returns now is sent as "data": null).
+func (s *Server) JszAccount(*JSzOptions) (*JSInfo, error) {
+	return nil, errors.New("jetstream not enabled")
 }
 
 func (s *Server) handleJsz(w http.ResponseWriter, r *http.Request) {
@@ -781,43 +970,70 @@ func (s *Server) handleJsz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, &JSInfo{ID: s.id, Now: time.Now().UTC(), Disabled: true}, true)
+	// leader-only on HTTP still answers: only $SYS skips servers that are not the leader.
+	js, _ := s.Jsz(nil)
+	writeJSON(w, http.StatusOK, js, true)
+}
+
+// HealthzOptions are /healthz's query parameters and HEALTHZ's request body.
+type HealthzOptions struct {
+	JSEnabled     bool   `json:"js-enabled,omitempty"` // deprecated: JSEnabledOnly
+	JSEnabledOnly bool   `json:"js-enabled-only,omitempty"`
+	JSServerOnly  bool   `json:"js-server-only,omitempty"`
+	JSMetaOnly    bool   `json:"js-meta-only,omitempty"`
+	Account       string `json:"account,omitempty"`
+	Stream        string `json:"stream,omitempty"`
+	Consumer      string `json:"consumer,omitempty"`
+	Details       bool   `json:"details,omitempty"`
+}
+
+// healthz checks the server's health; StatusCode is the HTTP status the answer stands for.
+func (s *Server) healthz(q *HealthzOptions) *HealthStatus {
+	if q == nil {
+		q = &HealthzOptions{}
+	}
+	hs := &HealthStatus{Status: "ok", StatusCode: http.StatusOK}
+	fail := func(code int, typ HealthzErrorType, msg string) {
+		hs.StatusCode = code
+		hs.Status = "error"
+		if q.Details {
+			hs.Errors = append(hs.Errors, HealthzError{Type: typ, Error: msg})
+		} else {
+			hs.Error = msg
+		}
+	}
+	switch {
+	case q.Account == "" && q.Stream != "":
+		fail(http.StatusBadRequest, HealthzErrorBadRequest, `"account" must not be empty when checking stream health`)
+	case q.Stream == "" && q.Consumer != "":
+		fail(http.StatusBadRequest, HealthzErrorBadRequest, `"stream" must not be empty when checking consumer health`)
+	case !s.isRunning():
+		fail(http.StatusInternalServerError, HealthzErrorConn, "server not ready for connections")
+	}
+	// JetStream is not enabled, so every JetStream check passes as nats-server's does then.
+	return hs
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	s.mon.count(healthzPath)
-	var details bool
-	for _, p := range []string{"js-enabled", "js-enabled-only", "js-server-only", "js-meta-only", "details"} {
-		v, ok := qBool(w, r, p)
+	var q HealthzOptions
+	for _, p := range []struct {
+		name string
+		dst  *bool
+	}{{"js-enabled", &q.JSEnabled}, {"js-enabled-only", &q.JSEnabledOnly}, {"js-server-only", &q.JSServerOnly}, {"js-meta-only", &q.JSMetaOnly}, {"details", &q.Details}} {
+		v, ok := qBool(w, r, p.name)
 		if !ok {
 			return
 		}
-		if p == "details" {
-			details = v
-		}
+		*p.dst = v
 	}
-	q := r.URL.Query()
-	hs := &HealthStatus{Status: "ok"}
-	code := http.StatusOK
-	fail := func(c int, msg string) {
-		code = c
-		if details {
-			hs.Status = "error"
-			hs.Errors = append(hs.Errors, HealthzError{Type: 1, Error: msg})
-		} else {
-			hs.Status, hs.Error = "error", msg
-		}
-	}
-	switch {
-	case q.Get("account") == "" && q.Get("stream") != "":
-		fail(http.StatusBadRequest, `"account" must not be empty when checking stream health`)
-	case q.Get("stream") == "" && q.Get("consumer") != "":
-		fail(http.StatusBadRequest, `"stream" must not be empty when checking consumer health`)
-	case !s.isRunning():
-		code = http.StatusInternalServerError
-		hs.Status, hs.Error = "error", "server not ready for connections"
-	}
-	// JetStream is not enabled, so every JetStream check passes as nats-server's does then.
+	q.Account = r.URL.Query().Get("account")
+	q.Stream = r.URL.Query().Get("stream")
+	q.Consumer = r.URL.Query().Get("consumer")
+	hs := s.healthz(&q)
+	// The status code is the HTTP status, not part of the body.
+	code := hs.StatusCode
+	hs.StatusCode = 0
 	writeJSON(w, code, hs, false)
 }
 
@@ -827,12 +1043,39 @@ func (s *Server) isRunning() bool {
 	return s.running
 }
 
+// IpqueueszOptions are /ipqueuesz's query parameters and IPQUEUESZ's request body.
+type IpqueueszOptions struct {
+	All    bool   `json:"all"`
+	Filter string `json:"filter"`
+}
+
+// Ipqueuesz lists the internal queues (natsd has none of nats-server's).
+func (s *Server) Ipqueuesz(*IpqueueszOptions) *IpqueueszStatus {
+	return &IpqueueszStatus{}
+}
+
 func (s *Server) handleIPQueuesz(w http.ResponseWriter, r *http.Request) {
 	s.mon.count(ipqueueszPath)
-	if _, ok := qBool(w, r, "all"); !ok {
+	all, ok := qBool(w, r, "all")
+	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{}, true)
+	writeJSON(w, http.StatusOK, s.Ipqueuesz(&IpqueueszOptions{All: all, Filter: r.URL.Query().Get("queues")}), true)
+}
+
+// RaftzOptions are /raftz's query parameters and RAFTZ's request body.
+type RaftzOptions struct {
+	AccountFilter string `json:"account"`
+	GroupFilter   string `json:"group"`
+}
+
+// Raftz lists the Raft groups of an account (the system account by default): none yet, so
+// an empty map while a system account exists and nil without one.
+func (s *Server) Raftz(q *RaftzOptions) *RaftzStatus {
+	if (q == nil || q.AccountFilter == "") && s.sysAccountName() == "" {
+		return nil
+	}
+	return &RaftzStatus{}
 }
 
 // handleRaftz answers as nats-server does on a server without Raft groups.
@@ -858,15 +1101,21 @@ func (s *Server) handleStacksz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf)
 }
 
+// expvarz is what nats-server publishes of Go's expvar: memory statistics and command line.
+func (s *Server) expvarz() *ExpvarzStatus {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mb, _ := json.Marshal(&ms)
+	cb, _ := json.Marshal(os.Args)
+	return &ExpvarzStatus{Memstats: mb, Cmdline: cb}
+}
+
 // handleExpvarz is Go's expvar output limited to what nats-server publishes.
 func (s *Server) handleExpvarz(w http.ResponseWriter, r *http.Request) {
 	s.mon.count(expvarzPath)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	ev := s.expvarz()
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	mb, _ := json.Marshal(&ms)
-	cb, _ := json.Marshal(os.Args)
-	fmt.Fprintf(w, "{\n\"cmdline\": %s,\n\"memstats\": %s\n}\n", cb, mb)
+	fmt.Fprintf(w, "{\n\"cmdline\": %s,\n\"memstats\": %s\n}\n", ev.Cmdline, ev.Memstats)
 }
 
 // ---- process figures (mem, cpu) from /proc

@@ -1,6 +1,9 @@
 package server
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // The JSON shapes of nats-server's monitoring endpoints (see shared/reference/monitoring.md).
 // Field names, types and omitempty behaviour are part of the contract: tools decode them.
@@ -305,19 +308,86 @@ type Accountz struct {
 	Account       *AccountInfo `json:"account_detail,omitempty"`
 }
 
-// AccountInfo is /accountz?acc=NAME.
+// AccountInfo is /accountz?acc=NAME and $SYS.REQ.ACCOUNT.<acc>.INFO.
 type AccountInfo struct {
-	AccountName string        `json:"account_name"`
-	LastUpdate  time.Time     `json:"update_time,omitempty"`
-	IsSystem    bool          `json:"is_system,omitempty"`
-	Expired     bool          `json:"expired"`
-	Complete    bool          `json:"complete"`
-	JetStream   bool          `json:"jetstream_enabled"`
-	LeafCnt     int           `json:"leafnode_connections"`
-	ClientCnt   int           `json:"client_connections"`
-	SubCnt      uint32        `json:"subscriptions"`
-	NameTag     string        `json:"name_tag,omitempty"`
-	Sublist     *SublistStats `json:"sublist_stats,omitempty"`
+	AccountName string               `json:"account_name"`
+	LastUpdate  time.Time            `json:"update_time,omitempty"`
+	IsSystem    bool                 `json:"is_system,omitempty"`
+	Expired     bool                 `json:"expired"`
+	Complete    bool                 `json:"complete"`
+	JetStream   bool                 `json:"jetstream_enabled"`
+	LeafCnt     int                  `json:"leafnode_connections"`
+	ClientCnt   int                  `json:"client_connections"`
+	SubCnt      uint32               `json:"subscriptions"`
+	Mappings    map[string][]MapDest `json:"mappings,omitempty"`
+	Exports     []ExtExport          `json:"exports,omitempty"`
+	Imports     []ExtImport          `json:"imports,omitempty"`
+	Jwt         string               `json:"jwt,omitempty"`
+	IssuerKey   string               `json:"issuer_key,omitempty"`
+	NameTag     string               `json:"name_tag,omitempty"`
+	Tags        []string             `json:"tags,omitempty"`
+	Claim       json.RawMessage      `json:"decoded_jwt,omitempty"`
+	Vr          []ExtVrIssues        `json:"validation_result_jwt,omitempty"`
+	RevokedUser map[string]time.Time `json:"revoked_user,omitempty"`
+	Sublist     *SublistStats        `json:"sublist_stats,omitempty"`
+	Responses   map[string]ExtImport `json:"responses,omitempty"`
+}
+
+// MapDest is one destination of a subject mapping.
+type MapDest struct {
+	Subject string `json:"subject"`
+	Weight  uint8  `json:"weight"`
+	Cluster string `json:"cluster,omitempty"`
+}
+
+// ExtServiceLatency is an import's or export's latency tracking.
+type ExtServiceLatency struct {
+	Sampling int    `json:"sampling"`
+	Results  string `json:"results"`
+}
+
+// ExtImport is one import of an account (the JWT import's fields, then the server's).
+type ExtImport struct {
+	Name         string              `json:"name,omitempty"`
+	Subject      string              `json:"subject,omitempty"`
+	Account      string              `json:"account,omitempty"`
+	Token        string              `json:"token,omitempty"`
+	To           string              `json:"to,omitempty"` // deprecated duplicate of LocalSubject
+	LocalSubject string              `json:"local_subject,omitempty"`
+	Type         string              `json:"type,omitempty"` // "service" or "stream"
+	AllowTrace   bool                `json:"allow_trace,omitempty"`
+	Invalid      bool                `json:"invalid"`
+	Share        bool                `json:"share"`
+	Tracking     bool                `json:"tracking"`
+	TrackingHdr  map[string][]string `json:"tracking_header,omitempty"`
+	Latency      *ExtServiceLatency  `json:"latency,omitempty"`
+	M1           json.RawMessage     `json:"m1,omitempty"`
+}
+
+// ExtExport is one export of an account.
+type ExtExport struct {
+	Name                 string               `json:"name,omitempty"`
+	Subject              string               `json:"subject,omitempty"`
+	Type                 string               `json:"type,omitempty"`
+	TokenReq             bool                 `json:"token_req,omitempty"`
+	Revocations          map[string]int64     `json:"revocations,omitempty"`
+	ResponseType         string               `json:"response_type,omitempty"`
+	ResponseThreshold    time.Duration        `json:"response_threshold,omitempty"`
+	Latency              *ExtServiceLatency   `json:"service_latency,omitempty"`
+	AccountTokenPosition uint                 `json:"account_token_position,omitempty"`
+	Advertise            bool                 `json:"advertise,omitempty"`
+	AllowTrace           bool                 `json:"allow_trace,omitempty"`
+	Description          string               `json:"description,omitempty"`
+	InfoURL              string               `json:"info_url,omitempty"`
+	ApprovedAccounts     []string             `json:"approved_accounts,omitempty"`
+	RevokedAct           map[string]time.Time `json:"revoked_activations,omitempty"`
+}
+
+// ExtVrIssues is one problem found validating an account JWT.
+type ExtVrIssues struct {
+	Description string `json:"description"`
+	Blocking    bool   `json:"blocking"`
+	Time        bool   `json:"time_check"`
 }
 
 // AccountStatz is /accstatz.
@@ -413,9 +483,34 @@ type HealthStatus struct {
 
 // HealthzError is one /healthz?details=true problem.
 type HealthzError struct {
-	Type     int    `json:"type"`
-	Account  string `json:"account,omitempty"`
-	Stream   string `json:"stream,omitempty"`
-	Consumer string `json:"consumer,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Type     HealthzErrorType `json:"type"`
+	Account  string           `json:"account,omitempty"`
+	Stream   string           `json:"stream,omitempty"`
+	Consumer string           `json:"consumer,omitempty"`
+	Error    string           `json:"error,omitempty"`
 }
+
+// HealthzErrorType is what a health problem is about, sent as nats-server's names.
+type HealthzErrorType int
+
+// Health problem types, as nats-server numbers and names them.
+const (
+	HealthzErrorConn HealthzErrorType = iota
+	HealthzErrorBadRequest
+	HealthzErrorJetStream
+	HealthzErrorAccount
+	HealthzErrorStream
+	HealthzErrorConsumer
+)
+
+var healthzErrorNames = [...]string{"CONNECTION", "BAD_REQUEST", "JETSTREAM", "ACCOUNT", "STREAM", "CONSUMER"}
+
+func (t HealthzErrorType) String() string {
+	if t >= 0 && int(t) < len(healthzErrorNames) {
+		return healthzErrorNames[t]
+	}
+	return "unknown"
+}
+
+// MarshalJSON writes the type's name.
+func (t HealthzErrorType) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }

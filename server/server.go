@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -54,6 +55,16 @@ type Server struct {
 	sigDone  chan struct{}
 
 	rl reloadState // config reload (reload.go)
+
+	procMu sync.Mutex
+	proc   cpuSampler // process CPU and memory for /varz and STATSZ
+
+	// Accounts and per-client actions for monitoring and $SYS: the routing core's, or
+	// globalSource (today's single account) while it has none (SetAccountSource).
+	accs accountSource
+	ctl  clientControl
+
+	sys atomic.Pointer[sysState] // the $SYS layer while it runs (sys.go)
 }
 
 // New validates opts and returns a server that is not yet listening.
@@ -205,6 +216,8 @@ func (s *Server) Shutdown() {
 	}
 	s.running = false
 	s.mu.Unlock()
+	// $SYS first, as nats-server: its SHUTDOWN event leaves while the transport is up.
+	s.stopSys()
 	s.stopMonitoring()
 	s.eng.Stop()
 	if pf := s.getOpts().PidFile; pf != "" {
@@ -225,6 +238,7 @@ func (s *Server) LameDuck() {
 		return
 	}
 	s.log.Noticef("Entering lame duck mode, stop accepting new clients")
+	s.sysLameDuck()
 	s.eng.EnterLameDuck(s.opts.LameDuckDuration, s.opts.LameDuckGracePeriod)
 	s.Shutdown()
 }
