@@ -23,6 +23,9 @@ func newBenchEngine(b *testing.B, subs int, subject string) (*reactor, *client, 
 	var targets []*client
 	for i := 0; i < subs; i++ {
 		t := &client{r: r, tSlot: -1}
+		if err := t.bind(e.global); err != nil {
+			b.Fatal(err)
+		}
 		s := &sub{c: t, acc: e.global, subject: subject, sid: []byte("1")}
 		if err := e.global.subs.Insert(subject, "", s); err != nil {
 			b.Fatal(err)

@@ -136,8 +136,9 @@ type client struct {
 	kind Kind
 	// acc is the account the connection is bound to, and cache the reactor's L1 cache for
 	// it (bind): the publish path matches through it without another lookup.
-	acc   *Account
-	cache *sublist.Cache[*sub]
+	acc    *Account
+	cache  *sublist.Cache[*sub]
+	counts *acctCounts // the reactor's message counters for acc
 	ip    string
 	out   outbound.Queue
 	iov   [][]byte

@@ -262,10 +262,16 @@ func (e *Engine) ticker() {
 func (e *Engine) Stats() Stats {
 	var s Stats
 	for _, r := range e.reactorsSnapshot() {
-		s.InMsgs += r.stats.inMsgs.Load()
-		s.InBytes += r.stats.inBytes.Load()
-		s.OutMsgs += r.stats.outMsgs.Load()
-		s.OutBytes += r.stats.outBytes.Load()
+		if p := r.countsPub.Load(); p != nil {
+			for _, c := range *p {
+				if c != nil {
+					s.InMsgs += c.inMsgs.Load()
+					s.InBytes += c.inBytes.Load()
+					s.OutMsgs += c.outMsgs.Load()
+					s.OutBytes += c.outBytes.Load()
+				}
+			}
+		}
 		s.SlowConsumers += r.stats.slow.Load()
 		s.StaleConnections += r.stats.stale.Load()
 	}

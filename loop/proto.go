@@ -318,8 +318,8 @@ func (c *client) removeSub(s *sub) {
 // and routes the message in the client's account.
 func (c *client) processPub(op *parser.Op) {
 	r := c.r
-	r.stats.inMsgs.add(1)
-	r.stats.inBytes.add(uint64(len(op.Msg)))
+	c.counts.inMsgs.add(1)
+	c.counts.inBytes.add(uint64(len(op.Msg)))
 	c.inMsgs++
 	c.inBytes += int64(len(op.Msg))
 	if c.pedantic && !sublist.ValidLiteralSubject(op.Subject) {
@@ -406,6 +406,9 @@ func (c *client) flush() {
 func (c *client) slowConsumer(reason string) {
 	r := c.r
 	r.stats.slow.add(1)
+	if c.acc != nil {
+		c.acc.slowConsumers.Add(1)
+	}
 	if r.e.cfg.Log != nil {
 		if reason == closeSlowPending {
 			r.e.cfg.Log.Noticef("%s:%d - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded", c.ip, c.port, c.cid, r.e.cfg.MaxPending)

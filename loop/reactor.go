@@ -75,9 +75,33 @@ type reactor struct {
 	kickFd  int          // the kicker's own socket, which waiting leaves out
 
 	stats struct {
-		inMsgs, inBytes, outMsgs, outBytes counter
-		slow, stale                        counter
+		slow, stale counter
 	}
+	// counts[i] are this reactor's message figures for the account of idx i (countsFor);
+	// readers on other goroutines load the published slice.
+	counts    []*acctCounts
+	countsPub atomic.Pointer[[]*acctCounts]
+}
+
+// acctCounts are one account's messages in (published by its clients) and out (delivered
+// to them), as counted on one reactor.
+type acctCounts struct {
+	inMsgs, inBytes, outMsgs, outBytes counter
+}
+
+// countsFor returns r's counters for a, making them on first use; only r's goroutine calls it.
+func (r *reactor) countsFor(a *Account) *acctCounts {
+	if a.idx < len(r.counts) {
+		if c := r.counts[a.idx]; c != nil {
+			return c
+		}
+	}
+	next := make([]*acctCounts, max(len(r.counts), a.idx+1))
+	copy(next, r.counts)
+	next[a.idx] = &acctCounts{}
+	r.counts = next
+	r.countsPub.Store(&next)
+	return next[a.idx]
 }
 
 // counter is a statistic written only by its reactor's goroutine and read from anywhere. The

@@ -204,8 +204,9 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 			tp.trackReply(m.Reply)
 		}
 	}
-	r.stats.outMsgs.add(1)
-	r.stats.outBytes.add(uint64(len(body)))
+	ac := r.countsFor(t.acc)
+	ac.outMsgs.add(1)
+	ac.outBytes.add(uint64(len(body)))
 	if mp := r.e.cfg.MaxPending; mp > 0 && pending > mp/4*3 && t != from {
 		r.stall = t
 	}
