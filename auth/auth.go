@@ -68,13 +68,13 @@ func New(o Options) (*Config, error) {
 	if len(o.Users) > 0 {
 		c.users = make(map[string]*userEntry, len(o.Users))
 		for _, u := range o.Users {
-			c.users[u.Username] = &userEntry{u: u, perms: compileOr(u.Permissions, o.DefaultPermissions)}
+			c.users[u.Username] = &userEntry{u: u, perms: compileOr(u.Account, u.Permissions, o.DefaultPermissions)}
 		}
 	}
 	if len(o.Nkeys) > 0 {
 		c.nkeys = make(map[string]*nkeyEntry, len(o.Nkeys))
 		for _, u := range o.Nkeys {
-			c.nkeys[u.Nkey] = &nkeyEntry{u: u, perms: compileOr(u.Permissions, o.DefaultPermissions)}
+			c.nkeys[u.Nkey] = &nkeyEntry{u: u, perms: compileOr(u.Account, u.Permissions, o.DefaultPermissions)}
 		}
 	}
 	c.required = c.token != "" || c.username != "" || len(c.users) > 0 || len(c.nkeys) > 0
@@ -110,6 +110,9 @@ type Identity struct {
 	Name  string // user name, nkey, or "" for token
 	Nkey  bool   // Name is an nkey
 	Perms *Perms // nil: no restrictions
+	// Account is the account the user belongs to; "" is the global account ($G), as for
+	// tokens, the single user and users of the authorization block.
+	Account string
 }
 
 var bcryptRe = regexp.MustCompile(`^\$2[abxy]\$\d{2}\$.*`)
@@ -158,7 +161,7 @@ func (c *Config) NoAuthIdentity() (*Identity, bool) {
 		return nil, false
 	}
 	if n := c.nkeys[c.noAuthUser]; n != nil {
-		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true
+		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms, Account: n.u.Account}, true
 	}
 	if u := c.users[c.noAuthUser]; u != nil {
 		if IsBcrypt(u.u.Password) {
@@ -166,7 +169,7 @@ func (c *Config) NoAuthIdentity() (*Identity, bool) {
 			// a bcrypt hash never matches: such a no_auth_user lets nobody in.
 			return nil, false
 		}
-		return &Identity{Name: u.u.Username, Perms: u.perms}, true
+		return &Identity{Name: u.u.Username, Perms: u.perms, Account: u.u.Account}, true
 	}
 	return nil, false
 }
@@ -209,7 +212,7 @@ func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 		if n.u.Nkey != c.noAuthUser && !verifyNonce(cr) {
 			return nil, false
 		}
-		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms}, true
+		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms, Account: n.u.Account}, true
 	}
 	if c.users != nil {
 		var ue *userEntry
@@ -230,7 +233,7 @@ func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 			if !comparePasswords(ue.u.Password, cr.Pass) {
 				return nil, false
 			}
-			return &Identity{Name: ue.u.Username, Perms: ue.perms}, true
+			return &Identity{Name: ue.u.Username, Perms: ue.perms, Account: ue.u.Account}, true
 		}
 	}
 	if c.token != "" {
@@ -366,8 +369,10 @@ func NewNonce() []byte {
 }
 
 // compileOr compiles a user's own permissions, or the defaults for users that have none.
-func compileOr(own, def *Permissions) *Perms {
-	if own == nil {
+// The defaults are the authorization block's: they never reach a user of an account (an
+// account's own default permissions are given to its users when the config is read).
+func compileOr(account string, own, def *Permissions) *Perms {
+	if own == nil && account == "" {
 		own = def
 	}
 	return Compile(own)

@@ -1,6 +1,11 @@
 package auth
 
-import "testing"
+import (
+	"encoding/base64"
+	"testing"
+
+	"github.com/nats-io/nkeys"
+)
 
 func TestMatcherPublish(t *testing.T) {
 	m := NewMatcher([]string{"foo.*", "bar.>", "baz"}, false)
@@ -63,5 +68,56 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if n := NewNonce(); len(n) != 15 {
 		t.Fatal(string(n))
+	}
+}
+
+// Users and nkeys of accounts authenticate into their account; the authorization block's
+// (and tokens, the single user, no_auth_user of the block) into the global one (""). The
+// authorization block's default permissions never reach a user of an account.
+func TestIdentityAccount(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	nonce := []byte("nonce-for-test")
+	sig, _ := kp.Sign(nonce)
+	def := &Permissions{Publish: &SubjectPermission{Allow: []string{"def.>"}}}
+	c, err := New(Options{
+		Users: []*User{
+			{Username: "global", Password: "g"},
+			{Username: "orders", Password: "o", Account: "ORDERS"},
+			{Username: "guest", Account: "PUBLIC"},
+		},
+		Nkeys:              []*NkeyUser{{Nkey: pub, Account: "ORDERS"}},
+		NoAuthUser:         "guest",
+		DefaultPermissions: def,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		cr      Creds
+		account string
+		defPerm bool
+	}{
+		{"block user", Creds{User: "global", Pass: "g"}, "", true},
+		{"account user", Creds{User: "orders", Pass: "o"}, "ORDERS", false},
+		{"account nkey", Creds{Nkey: pub, Sig: base64.RawURLEncoding.EncodeToString(sig), Nonce: nonce}, "ORDERS", false},
+		{"no_auth_user of an account", Creds{}, "PUBLIC", false},
+	} {
+		id, ok := c.Authenticate(&tc.cr)
+		if !ok || id.Account != tc.account {
+			t.Errorf("%s: ok=%v identity %+v, want account %q", tc.name, ok, id, tc.account)
+			continue
+		}
+		if got := id.Perms != nil && !id.Perms.PubAllowed([]byte("x")); got != tc.defPerm {
+			t.Errorf("%s: default permissions applied = %v, want %v", tc.name, got, tc.defPerm)
+		}
+	}
+	if id, ok := c.NoAuthIdentity(); !ok || id.Account != "PUBLIC" || id.Name != "guest" {
+		t.Errorf("NoAuthIdentity = %+v %v", id, ok)
+	}
+	tok, _ := New(Options{Token: "t"})
+	if id, ok := tok.Authenticate(&Creds{Token: "t"}); !ok || id.Account != "" {
+		t.Errorf("token identity %+v %v", id, ok)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/conf"
+
+	"github.com/natsd/natsd/auth"
 )
 
 // confToken is a parsed value with its position (the conf package's pedantic mode wraps every
@@ -86,7 +88,7 @@ func (o *Options) ProcessConfigFile(path string) (rep *ConfigReport, err error) 
 		return rep, perr
 	}
 	rep.Digest = digest
-	p := &cfgParser{file: path, rep: rep}
+	p := &cfgParser{file: path, rep: rep, userNames: map[string]bool{}}
 	defer func() {
 		// The parser type-checks every value, so a panic is a bug; still, a bad file must
 		// never crash the server: report it at the last value looked at.
@@ -199,6 +201,19 @@ type cfgParser struct {
 	errs       []error
 	last       confToken
 	noAuthUser confToken // where no_auth_user was set, to check it names a user
+
+	// Users come from the authorization block and from accounts, in file order; names and
+	// nkeys are unique across all of them (userNames). authUser/authToken are the
+	// authorization block's single user or token, which accounts with users conflict with.
+	allUsers            []*auth.User
+	allNkeys            []*auth.NkeyUser
+	usersSet            bool
+	userNames           map[string]bool
+	authUser, authToken string
+
+	accountsFailed       bool   // the accounts block had errors: no checks across accounts
+	sysAccount, sysAlias *entry // system_account and system, resolved after the walk
+	sysTk                confToken
 }
 
 func (p *cfgParser) result() error {
@@ -472,8 +487,7 @@ var unsupportedTopLevel = map[string]bool{
 	"trace_headers": true, "logtime_utc": true,
 	"logfile_size_limit": true, "log_size_limit": true, "logfile_max_num": true, "log_max_num": true,
 	"syslog": true, "remote_syslog": true, "max_traced_msg_len": true, "prof_block_rate": true,
-	"system_account": true, "system": true, "no_system_account": true, "no_system": true, "no_sys_acc": true,
-	"default_sentinel": true, "ocsp": true, "ocsp_cache": true, "mappings": true, "maps": true,
+	"default_sentinel": true, "ocsp": true, "ocsp_cache": true,
 	"resolver_tls": true, "resolver_preload": true, "resolver_pinned_accounts": true,
 	"default_js_domain": true, "jetstream": true, "store_dir": true, "storedir": true,
 	"cluster": true, "gateway": true, "leafnodes": true, "leaf": true, "websocket": true, "ws": true,
@@ -669,7 +683,21 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 				o.AllowNonTLS = b
 			}
 		case "accounts":
-			p.accounts(e)
+			p.accounts(o, e)
+		case "system_account", "system":
+			p.systemAccount(e)
+		case "no_system_account", "no_system", "no_sys_acc":
+			if b, ok := p.boolean(e); ok {
+				o.NoSystemAccount = b
+				p.unsupported(e.tk, e.key)
+			}
+		case "mappings", "maps":
+			if e.tk != nil && e.tk.IsUsedVariable() {
+				continue
+			}
+			// Both keys name the global account's mappings: the later one wins.
+			o.Mappings = p.mappings(e)
+			p.unsupported(e.tk, e.key)
 		case "engine":
 			if s, ok := p.str(e); ok {
 				switch s {
@@ -696,35 +724,22 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 			}
 		}
 	}
+	if p.usersSet {
+		o.Users, o.Nkeys = p.allUsers, p.allNkeys
+	}
+	p.finishSystemAccount(o)
+	p.checkAccounts(o)
 	p.checkNoAuthUser(o)
 }
 
-// accounts is not supported yet; an account that defines users would authenticate clients, so
-// ignoring it would leave the server open: that is refused.
-func (p *cfgParser) accounts(e entry) {
-	if e.tk != nil && e.tk.IsUsedVariable() {
-		return
-	}
-	if m, ok := e.v.(map[string]any); ok {
-		for _, a := range p.entries(m) {
-			am, ok := a.v.(map[string]any)
-			if !ok {
-				continue
-			}
-			for _, f := range p.entries(am) {
-				switch strings.ToLower(f.key) {
-				case "users", "nkey":
-					p.fail(f.tk, "accounts with users are not supported yet (account %q)", a.key)
-					return
-				}
-			}
-		}
-	}
-	p.unsupported(e.tk, e.key)
-}
-
+// checkNoAuthUser: no_auth_user must name a user or nkey of the authorization block or of
+// an account (nats-server's validateNoAuthUser, which runs when the server is created).
 func (p *cfgParser) checkNoAuthUser(o *Options) {
 	if o.NoAuthUser == "" || p.noAuthUser == nil {
+		return
+	}
+	if len(o.Users) == 0 && len(o.Nkeys) == 0 {
+		p.fail(p.noAuthUser, `no_auth_user: "%s" present, but users/nkeys are not defined`, o.NoAuthUser)
 		return
 	}
 	for _, u := range o.Users {
@@ -737,5 +752,5 @@ func (p *cfgParser) checkNoAuthUser(o *Options) {
 			return
 		}
 	}
-	p.fail(p.noAuthUser, "no_auth_user: %q not present as user or nkey in authorization block or account configuration", o.NoAuthUser)
+	p.fail(p.noAuthUser, `no_auth_user: "%s" not present as user or nkey in authorization block or account configuration`, o.NoAuthUser)
 }

@@ -69,7 +69,10 @@ func (p *cfgParser) authorization(o *Options, e entry) {
 		p.fail(e.tk, "Cannot have a user/pass and token")
 		return
 	}
-	if usersSet {
+	p.authUser, p.authToken = user, token
+	// Users from accounts written earlier count as a users array too (nats-server checks
+	// the other order, accounts after authorization, in the accounts block).
+	if usersSet || len(p.userNames) > 0 {
 		if user != "" {
 			p.fail(e.tk, "Can not have a single user/pass and a users array")
 			return
@@ -79,7 +82,7 @@ func (p *cfgParser) authorization(o *Options, e entry) {
 			return
 		}
 	}
-	seen := make(map[string]bool)
+	seen := p.userNames
 	for _, u := range users {
 		if seen[u.Username] {
 			p.fail(e.tk, "Duplicate user %q detected", u.Username)
@@ -107,8 +110,10 @@ func (p *cfgParser) authorization(o *Options, e entry) {
 		}
 	}
 	o.Username, o.Password, o.Authorization = user, pass, token
-	o.Users, o.Nkeys = users, nks
+	// Users of accounts written earlier stay; the block's own follow them.
+	p.allUsers, p.allNkeys, p.usersSet = append(p.allUsers, users...), append(p.allNkeys, nks...), true
 	o.DefaultPermissions = defPerms
+	o.AuthBlockDefined = true
 }
 
 // users parses the users array: {user, password, permissions} or {nkey, permissions}.

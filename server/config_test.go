@@ -173,7 +173,8 @@ func TestConfigErrors(t *testing.T) {
 		{"authorization {\n  bogus: 1\n}\n", `nats.conf:2:3: unknown field "bogus"`},
 		{"authorization {\n  users: [{user: a, permissions: {publish: \"a..b\"}}]\n}\n", `subject "a..b" is not a valid subject`},
 		{"authorization {\n  users: [{user: a, permissions: {pub: {allow: [\"a\"], nope: [\"b\"]}}}]\n}\n", `Unknown field name "nope" parsing subject permissions`},
-		{"no_auth_user: ghost\n", `no_auth_user: "ghost" not present as user or nkey`},
+		{"no_auth_user: ghost\n", `no_auth_user: "ghost" present, but users/nkeys are not defined`},
+		{"no_auth_user: ghost\nauthorization { users: [{user: a}] }\n", `no_auth_user: "ghost" not present as user or nkey`},
 		{"tls {\n  cert_file: /nonexistent.pem\n  key_file: /nonexistent.key\n}\n", "error parsing X509 certificate/key pair"},
 		{"tls {\n  min_version: \"1.1\"\n}\n", "unsupported TLS version"},
 		{"tls {\n  cipher_suites: [\"NOPE\"]\n}\n", "nats.conf:2:20: unrecognized cipher NOPE"},
@@ -186,7 +187,6 @@ func TestConfigErrors(t *testing.T) {
 		{"include ./nats.conf\n", "include cycle"},
 		{"a {\n", "nats.conf:2:1: Parse error on line 2"},
 		{"operator: /etc/op.jwt\n", "not supported yet"},
-		{"accounts {\n  A: { users: [{user: a, password: b}] }\n}\n", `accounts with users are not supported yet (account "A")`},
 		{"engine: bogus\n", `unknown engine "bogus"`},
 	}
 	for _, tc := range tests {
@@ -295,6 +295,10 @@ func FuzzConfig(f *testing.F) {
 		"no_auth_user: x\n",
 		"max_payload: -1\nlame_duck_duration: -5s\n",
 		"authorization { timeout: 1e300 }\n",
+		"accounts { A: { users: [{user: a}], exports: [{service: x, latency: {sampling: 5, subject: l}}] }, B: { imports: [{service: {account: A, subject: x}, to: y}] } }\n",
+		"accounts { A: { exports: [{stream: \"s.*\", account_token_position: 2}], imports: [{stream: {account: A, subject: s.A}, prefix: p}] } }\nsystem_account: A\n",
+		"mappings { \"a.*\": [{destination: \"b.$1\", weight: 40%, cluster: c}, {dest: c, weight: 60}] }\n",
+		"accounts: [A, B]\nno_sys_acc: true\n",
 	} {
 		f.Add(s)
 	}

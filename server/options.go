@@ -90,6 +90,19 @@ type Options struct {
 	Nkeys              []*auth.NkeyUser
 	NoAuthUser         string
 	DefaultPermissions *auth.Permissions
+	// AuthBlockDefined: the file has an `authorization` block (nats-server's
+	// authBlockDefined, which ImplicitGlobalNoAuth reads).
+	AuthBlockDefined bool
+
+	// Accounts (accounts.go): the `accounts` block in file order (GlobalAccount is never in
+	// it); their users are also in Users/Nkeys with Account set. SystemAccount is the
+	// system_account (or system) key as written, NoSystemAccount no_system_account;
+	// SystemAccountName gives the account nats-server would use. Mappings are the
+	// top-level `mappings {}`, which apply to GlobalAccount.
+	Accounts        []*AccountConfig
+	SystemAccount   string
+	NoSystemAccount bool
+	Mappings        []*MappingConfig
 
 	// Client TLS. TLSConfig is built from the tls{} block or the --tls* flags.
 	TLSConfig                 *tls.Config

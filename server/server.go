@@ -73,6 +73,10 @@ func New(opts *Options) (*Server, error) {
 	if err := prepareOptions(&o); err != nil {
 		return nil, err
 	}
+	// TODO(routing core): remove once accounts are wired in (accounts.go).
+	if err := unsupportedAccountsFeatures(&o); err != nil {
+		return nil, err
+	}
 	kp, err := nkeys.CreateServer()
 	if err != nil {
 		return nil, err
