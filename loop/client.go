@@ -139,9 +139,9 @@ type client struct {
 	acc    *Account
 	cache  *sublist.Cache[*sub]
 	counts *acctCounts // the reactor's message counters for acc
-	ip    string
-	out   outbound.Queue
-	iov   [][]byte
+	ip     string
+	out    outbound.Queue
+	iov    [][]byte
 
 	p    parser.Parser
 	op   parser.Op

@@ -76,9 +76,6 @@ const (
 	serverReloadReqSubj       = "$SYS.REQ.SERVER.%s.RELOAD"
 	userDirectInfoSubj        = "$SYS.REQ.USER.INFO"
 	userDirectReqSubj         = "$SYS.REQ.USER.%s.INFO"
-
-	// DefaultSystemAccount is the system account's name unless configured.
-	DefaultSystemAccount = "$SYS"
 )
 
 // Intervals, as nats-server's.
