@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,12 +135,37 @@ accounts {
 	if err != nil || !strings.Contains(string(out), "is valid") {
 		t.Fatalf("-t good: %v %q", err, out)
 	}
-	// Refused at start-up: the process must exit by itself (killed after 10s otherwise).
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err = exec.CommandContext(ctx, bin, "-c", good, "-p", "-1").CombinedOutput()
-	if exitCode(err) != 1 || !strings.Contains(string(out), `accounts with users are not supported yet (account "A")`) {
-		t.Fatalf("start: exit %d %q", exitCode(err), out)
+	// The built binary enforces it: B's user reaches A's service and A's stream through its
+	// imports, and the guest (no_auth_user, in A) answers.
+	p := startBinary(t, "-c", good)
+	svc, err := nats.Connect(p.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if _, err := svc.Subscribe("a.req", func(m *nats.Msg) { _ = m.Respond([]byte("from A")) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = svc.Flush()
+	b, err := nats.Connect(p.url(), nats.UserInfo("b", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	events, err := b.SubscribeSync("from_a.a.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Flush()
+	resp, err := b.Request("a.req", nil, 5*time.Second)
+	if err != nil || string(resp.Data) != "from A" {
+		t.Fatalf("service import: %v %v", resp, err)
+	}
+	if err := svc.Publish("a.events.1", []byte("e")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := events.NextMsg(5 * time.Second); err != nil || m.Subject != "from_a.a.events.1" {
+		t.Fatalf("stream import: %v %v", m, err)
 	}
 	bad := tempConf(t, "accounts {\n  A: { exports: [{stream: x}] }\n  B: { imports: [{stream: {account: A, subject: y}}] }\n}\n")
 	out, err = exec.Command(bin, "-t", "-c", bad).CombinedOutput()

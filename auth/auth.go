@@ -377,3 +377,25 @@ func compileOr(account string, own, def *Permissions) *Perms {
 	}
 	return Compile(own)
 }
+
+// UserAccount reports whether the configuration has the user (an nkey when nkey is set) and
+// which account it belongs to ("" for the global one). A reload closes the clients of users
+// that went away or moved to another account, without an error, as nats-server does.
+func (c *Config) UserAccount(name string, nkey bool) (account string, ok bool) {
+	if c == nil {
+		return "", false
+	}
+	if nkey {
+		if n := c.nkeys[name]; n != nil {
+			return n.u.Account, true
+		}
+		return "", false
+	}
+	if u := c.users[name]; u != nil {
+		return u.u.Account, true
+	}
+	if c.username != "" && c.username == name {
+		return "", true
+	}
+	return "", false
+}

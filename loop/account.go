@@ -115,6 +115,12 @@ func (e *Engine) Global() *Account { return e.global }
 // internal ones included (as nats-server counts them).
 func (a *Account) NumSubscriptions() int { return a.subs.Count() }
 
+// HasInterest reports whether any subscription in the account matches subject.
+func (a *Account) HasInterest(subject string) bool {
+	res := a.subs.Match([]byte(subject))
+	return len(res.Plain)+len(res.Queues) > 0
+}
+
 // NumConnections is the number of client connections bound to the account.
 func (a *Account) NumConnections() int { return int(a.conns.Load()) }
 

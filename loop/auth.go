@@ -170,11 +170,33 @@ func (c *client) authDone(cr *auth.Creds, id *auth.Identity, ok bool) bool {
 	if cr.User != "" && c.r.e.cfg.Log != nil && c.r.e.authConfig().MapsCerts() {
 		c.r.e.cfg.Log.Warnf("User %q found in connect proto, but user required from cert", cr.User)
 	}
+	if !c.bindIdentity(id) {
+		return false
+	}
 	c.au.awaiting = false
 	c.au.creds = cr
 	c.au.name, c.au.nkey = id.Name, id.Nkey
 	c.authDeadline = 0
 	c.setPerms(id.Perms)
+	return true
+}
+
+// bindIdentity binds the client to its user's account ($G for none); a missing account is
+// an authorization violation, a full one closes with nats-server's error.
+func (c *client) bindIdentity(id *auth.Identity) bool {
+	name := id.Account
+	if name == "" {
+		name = GlobalAccount
+	}
+	acc := c.r.e.LookupAccount(name)
+	if acc == nil {
+		c.authViolation()
+		return false
+	}
+	if err := c.bind(acc); err != nil {
+		c.closeWithErr(err.Error(), closeMaxAccountConns)
+		return false
+	}
 	return true
 }
 
@@ -243,6 +265,11 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 				if c.closed || c.closing {
 					continue
 				}
+				if c.movedAccount(cfg, v.cr, v.id) {
+					// nats-server closes these first, and silently.
+					c.markClosing(closeClient)
+					continue
+				}
 				if !v.ok || v.id == nil {
 					c.authViolation()
 					continue
@@ -283,4 +310,27 @@ func (c *client) authUser() string {
 		return `Token "[REDACTED]"`
 	}
 	return `User "N/A"`
+}
+
+// movedAccount reports whether a reload removed the client's user or moved it to another
+// account than the one it is bound to.
+func (c *client) movedAccount(cfg *auth.Config, cr *auth.Creds, id *auth.Identity) bool {
+	if cr == nil || c.acc == nil {
+		return false
+	}
+	name, nkey := cr.User, false
+	if cr.Nkey != "" {
+		name, nkey = cr.Nkey, true
+	}
+	if name == "" {
+		return false
+	}
+	acct, ok := cfg.UserAccount(name, nkey)
+	if !ok {
+		return true
+	}
+	if acct == "" {
+		acct = GlobalAccount
+	}
+	return acct != c.acc.Name
 }

@@ -59,6 +59,7 @@ func (k Kind) String() string {
 // Close reasons, as nats-server names them in /connz.
 const (
 	closeClient          = "Client Closed"
+	closeKicked          = "Kicked"
 	closeAuthTimeout     = "Authentication Timeout"
 	closeSlowPending     = "Slow Consumer (Pending Bytes)"
 	closeWriteDeadline   = "Slow Consumer (Write Deadline)"
@@ -67,6 +68,7 @@ const (
 	closeParse           = "Parse Error"
 	closeBadProto        = "Bad Client Protocol Version"
 	closeMaxConns        = "Maximum Connections Exceeded"
+	closeMaxAccountConns = "Maximum Account Connections Exceeded"
 	closeNoRespHeaders   = "No Responders Requires Headers"
 	closeServerShutdown  = "Server Shutdown"
 	closeAuthFailure     = "Authentication Failure"

@@ -61,6 +61,10 @@ type Config struct {
 	Log   Logger
 	Trace bool
 
+	// RequestInfo builds the Nats-Request-Info header value of a request crossing a
+	// service import that asks for it (share: the requester in full); nil adds none.
+	RequestInfo func(o Origin, share bool) []byte
+
 	// Events, when set, hears of clients connecting, disconnecting and failing to
 	// authenticate (the server turns them into $SYS events). It is called on reactors: it
 	// must not block.
@@ -108,6 +112,7 @@ type Engine struct {
 	peers    atomic.Pointer[[]*reactor] // every reactor by index; copy-on-write under mu
 
 	cid      atomic.Uint64
+	icid     atomic.Uint64 // internal clients' ids, apart from connections' (see New)
 	conns    atomic.Int64
 	total    atomic.Uint64
 	lameDuck atomic.Bool
@@ -126,6 +131,7 @@ type Engine struct {
 	reclaim reclaimer // hands memory back to the OS after a big connection closes (reclaim.go)
 
 	// The internal reactor routes internal clients' publishes (internal.go).
+	internals     []*InternalClient // every internal client, under mu (monitoring)
 	intOnce       sync.Once
 	intSerial     *serial
 	intReactor    *reactor
@@ -143,9 +149,9 @@ func New(cfg Config) *Engine {
 		reactors: make(map[any]*reactor),
 		stopTick: make(chan struct{}),
 	}
-	// nats-server's own internal clients take IDs 1-4 (one more per
-	// configured account, which natsd does not have yet), so its first
-	// connection is client 5; clients and tools see the same numbers here.
+	// nats-server's own internal clients take IDs 1-4, and one more per configured account
+	// other than the system account, before its first connection: clients and tools see
+	// the same numbers here (ConfigureAccounts counts the accounts).
 	e.cid.Store(firstCID - 1)
 	e.global = e.account(GlobalAccount, true)
 	return e

@@ -17,44 +17,56 @@ import (
 // match wins), what it imports from others, and its limits (-1: none).
 type AccountSpec struct {
 	Name     string
+	System   bool // the system account
 	Mappings []*transform.Mapping
 	Streams  []StreamImport
 	Services []ServiceImport
 	Limits   AccountLimits
 }
 
-// StreamImport brings messages published in account From on Subject into the importing
-// account, on the same subject with Prefix in front ("prefix.subject"), or rewritten by To (a
-// transform destination for Subject).
+// StreamImport brings messages published in account From on Subject (its namespace, may
+// hold wildcards) into the importing account under Local: through Transform when Subject has
+// wildcards that Local rearranges, else on Local as it is (Local == Subject: unchanged).
 type StreamImport struct {
-	From, Subject string
-	Prefix, To    string
+	From, Subject, Local string
+	Transform            *transform.Transform
 }
 
-// ServiceImport lets the importing account send requests on To (Subject if empty) to the
-// service account From exports on Subject; replies find their way back through reply
-// subjects the server makes (_R_.…), valid for one response (Singleton) or any number
-// (Stream, Chunked) until Threshold has passed since the request.
+// ServiceImport lets the importing account send requests on Local to the service account
+// From exports on Remote (Transform rewrites a wildcard Local into Remote; without it a
+// literal Remote replaces the subject). Replies find their way back through reply subjects
+// the server makes (_R_.…), valid for one response (Singleton) or any number (Streamed,
+// Chunked) until Threshold has passed since the request. With RequestInfo, each request
+// carries a Nats-Request-Info header describing the requester (Share: in full), built by
+// Config.RequestInfo.
 type ServiceImport struct {
-	From, Subject string
-	To            string
-	ResponseType  string // "Singleton" (default), "Stream", "Chunked"
-	Threshold     time.Duration
+	From, Local, Remote string
+	Transform           *transform.Transform
+	ResponseType        string // "Singleton" (default), "Streamed", "Chunked"
+	Threshold           time.Duration
+	RequestInfo, Share  bool
 }
 
 // DefaultResponseThreshold is how long a service's responses may come, as nats-server's.
 const DefaultResponseThreshold = 2 * time.Minute
 
 // importSub is one subscription an import placed, to remove on reconfiguration.
-type importSub struct{ s *sub }
+type importSub struct{ s *Subscription }
 
 // ConfigureAccounts creates the accounts specs name (the global and any others already made
 // are kept) and applies their mappings, limits and imports; imports placed by an earlier call
 // are replaced. The configuration loader has checked that every import names an export it
 // is allowed, and that imports form no cycle.
 func (e *Engine) ConfigureAccounts(specs []AccountSpec) error {
+	extra := uint64(0)
 	for _, sp := range specs {
 		e.account(sp.Name, true)
+		if !sp.System && sp.Name != GlobalAccount {
+			extra++
+		}
+	}
+	if e.total.Load() == 0 {
+		e.cid.Store(firstCID - 1 + extra)
 	}
 	for _, sp := range specs {
 		a := e.account(sp.Name, false)
@@ -70,9 +82,7 @@ func (e *Engine) ConfigureAccounts(specs []AccountSpec) error {
 		a.imports = nil
 		a.mu.Unlock()
 		for _, is := range old {
-			if is.s.gone.CompareAndSwap(false, true) {
-				_ = is.s.acc.subs.Remove(is.s.subject, is.s.queue, is.s)
-			}
+			is.s.Unsubscribe()
 		}
 		for _, si := range sp.Streams {
 			if err := e.addStreamImport(a, si); err != nil {
@@ -101,7 +111,7 @@ func (a *Account) internalClient() *InternalClient {
 
 func (a *Account) placed(s *Subscription) {
 	a.mu.Lock()
-	a.imports = append(a.imports, &importSub{s: s.s})
+	a.imports = append(a.imports, &importSub{s: s})
 	a.mu.Unlock()
 }
 
@@ -112,33 +122,24 @@ func (e *Engine) addStreamImport(to *Account, si StreamImport) error {
 	if from == nil {
 		return fmt.Errorf("unknown account")
 	}
-	var tr *transform.Transform
-	if si.To != "" {
-		t, err := transform.New(si.Subject, si.To)
-		if err != nil {
-			return err
-		}
-		tr = t
+	tr, local := si.Transform, si.Local
+	if local == "" {
+		local = si.Subject
 	}
-	prefix := si.Prefix
-	if prefix != "" && !strings.HasSuffix(prefix, ".") {
-		prefix += "."
-	}
+	same := tr == nil && local == si.Subject
 	ic := to.internalClient()
-	s, err := ic.subscribe(from, si.Subject, "", func(r *reactor, from *client, m *parser.Op, depth int) bool {
-		buf := r.subj[depth][:0]
+	s, err := ic.subscribe(from, si.Subject, "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
+		out := r.forward(m, depth)
 		switch {
 		case tr != nil:
-			buf = tr.Append(buf, m.Subject)
-		case prefix != "":
-			buf = append(append(buf, prefix...), m.Subject...)
-		default:
-			buf = append(buf, m.Subject...)
+			buf := tr.Append(r.subj[depth][:0], m.Subject)
+			r.subj[depth] = buf
+			out.Subject = buf
+		case !same:
+			out.Subject = append(r.subj[depth][:0], local...)
+			r.subj[depth] = out.Subject
 		}
-		r.subj[depth] = buf
-		out := r.forward(m, depth)
-		out.Subject = buf
-		return r.route(to, from, out, depth+1)
+		return r.route(to, pub, out, depth+1)
 	})
 	if err != nil {
 		return err
@@ -155,18 +156,11 @@ func (e *Engine) addServiceImport(to *Account, si ServiceImport) error {
 	if svc == nil {
 		return fmt.Errorf("unknown account")
 	}
-	local := si.To
-	if local == "" {
-		local = si.Subject
+	local, remote, tr := si.Local, si.Remote, si.Transform
+	if remote == "" {
+		remote = local
 	}
-	var tr *transform.Transform
-	if local != si.Subject {
-		t, err := transform.New(local, si.Subject)
-		if err != nil {
-			return err
-		}
-		tr = t
-	}
+	same := tr == nil && remote == local
 	threshold := si.Threshold
 	if threshold <= 0 {
 		threshold = DefaultResponseThreshold
@@ -175,38 +169,80 @@ func (e *Engine) addServiceImport(to *Account, si ServiceImport) error {
 	rt := svc.svcResp
 	prefix := "_R_." + randomToken(6) + "."
 	ic := to.internalClient()
-	// Responses: published in the exporter on the reply subjects this import made.
-	rs, err := ic.subscribe(svc, prefix+">", "", func(r *reactor, from *client, m *parser.Op, depth int) bool {
-		orig, ok := rt.lookup(string(m.Subject), single)
-		if !ok {
-			return false
+	info := e.cfg.RequestInfo
+	// Responses: published in the exporter on the reply subjects this import made. The
+	// subscription is placed with the first request that has a reply, as nats-server adds its
+	// response interest when it is first needed.
+	var respOnce sync.Once
+	respond := func() {
+		rs, err := ic.subscribe(svc, prefix+">", "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
+			orig, ok := rt.lookup(string(m.Subject), single)
+			if !ok {
+				return false
+			}
+			out := r.forward(m, depth)
+			out.Subject = orig
+			return r.route(to, pub, out, depth+1)
+		})
+		if err == nil {
+			to.placed(rs)
 		}
-		out := r.forward(m, depth)
-		out.Subject = orig
-		return r.route(to, from, out, depth+1)
-	})
-	if err != nil {
-		return err
 	}
-	to.placed(rs)
-	qs, err := ic.subscribe(to, local, "", func(r *reactor, from *client, m *parser.Op, depth int) bool {
+	qs, err := ic.subscribe(to, local, "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
 		out := r.forward(m, depth)
-		if tr != nil {
+		switch {
+		case tr != nil:
 			buf := tr.Append(r.subj[depth][:0], m.Subject)
 			r.subj[depth] = buf
 			out.Subject = buf
+		case !same:
+			out.Subject = append(r.subj[depth][:0], remote...)
+			r.subj[depth] = out.Subject
 		}
 		if len(m.Reply) > 0 {
+			respOnce.Do(respond)
 			out.Reply = rt.add(prefix, m.Reply, threshold)
 		}
-		return r.route(svc, from, out, depth+1)
+		if si.RequestInfo && info != nil {
+			withRequestInfo(out, info(originOf(pub), si.Share))
+		}
+		return r.route(svc, pub, out, depth+1)
 	})
 	if err != nil {
-		rs.Unsubscribe()
 		return err
 	}
 	to.placed(qs)
 	return nil
+}
+
+// withRequestInfo adds a Nats-Request-Info header to m (a fresh copy: m's bytes are the
+// publisher's).
+func withRequestInfo(m *parser.Op, info []byte) {
+	if info == nil {
+		return
+	}
+	const name = "Nats-Request-Info: "
+	var b []byte
+	if m.HdrLen > 0 {
+		hdr := m.Msg[:m.HdrLen]
+		// Insert before the blank line that ends the block.
+		end := len(hdr) - 2
+		b = make([]byte, 0, len(m.Msg)+len(name)+len(info)+2)
+		b = append(b, hdr[:end]...)
+		b = append(b, name...)
+		b = append(b, info...)
+		b = append(b, "\r\n\r\n"...)
+	} else {
+		b = make([]byte, 0, len(m.Msg)+len(name)+len(info)+14)
+		b = append(b, "NATS/1.0\r\n"...)
+		b = append(b, name...)
+		b = append(b, info...)
+		b = append(b, "\r\n\r\n"...)
+	}
+	hl := len(b)
+	b = append(b, m.Msg[m.HdrLen:]...)
+	m.Msg, m.HdrLen = b, hl
+	m.Kind = parser.KindHPub
 }
 
 // respTable maps the reply subjects service imports made in an exporting account to the

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/natsd/natsd/parser"
 )
@@ -27,6 +28,8 @@ type InternalClient struct {
 
 	work     workQueue
 	sids     atomic.Uint64
+	submu    sync.Mutex
+	subs     map[*sub]struct{} // live subscriptions, for monitoring
 	stopped  atomic.Bool
 	routeAll func()
 }
@@ -47,12 +50,15 @@ func (e *Engine) NewInternalClient(kind Kind, acc *Account, name string) *Intern
 		acc = e.global
 	}
 	r := e.internalReactor()
-	c := &client{r: r, cid: e.cid.Add(1), kind: kind, echo: true, tSlot: -1, name: name, connected: true}
+	c := &client{r: r, cid: e.icid.Add(1), kind: kind, echo: true, tSlot: -1, name: name, connected: true}
 	c.headers.Store(true)
 	c.acc = acc
-	ic := &InternalClient{e: e, c: c}
+	ic := &InternalClient{e: e, c: c, subs: make(map[*sub]struct{})}
 	ic.work.ic = ic
 	ic.routeAll = ic.drain
+	e.mu.Lock()
+	e.internals = append(e.internals, ic)
+	e.mu.Unlock()
 	return ic
 }
 
@@ -110,13 +116,19 @@ func (ic *InternalClient) drain() {
 }
 
 // Subscription is an internal client's interest in a subject.
-type Subscription struct{ s *sub }
+type Subscription struct {
+	s  *sub
+	ic *InternalClient
+}
 
 // Unsubscribe removes the interest; the handler may still run for messages already routed.
 func (s *Subscription) Unsubscribe() {
 	if s.s.gone.CompareAndSwap(false, true) {
 		_ = s.s.acc.subs.Remove(s.s.subject, s.s.queue, s.s)
 	}
+	s.ic.submu.Lock()
+	delete(s.ic.subs, s.s)
+	s.ic.submu.Unlock()
 }
 
 // Subject is what the subscription listens on.
@@ -151,7 +163,10 @@ func (ic *InternalClient) subscribe(acc *Account, subject, queue string, fn func
 		return nil, err
 	}
 	ic.e.subInserts.Add(1)
-	return &Subscription{s: s}, nil
+	ic.submu.Lock()
+	ic.subs[s] = struct{}{}
+	ic.submu.Unlock()
+	return &Subscription{s: s, ic: ic}, nil
 }
 
 // Close stops the client: its publishes fail from now on.
@@ -268,3 +283,22 @@ func (e *Engine) internalReactor() *reactor {
 	})
 	return e.intReactor
 }
+
+// Flush waits (at most timeout) until every publish queued so far has been routed.
+func (ic *InternalClient) Flush(timeout time.Duration) error {
+	done := make(chan struct{})
+	if err := ic.c.r.ex.Execute(func() { close(done) }); err != nil {
+		return ErrClosed
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		return errors.New("loop: internal flush timed out")
+	}
+}
+
+// AccountClient is a's own internal client (kind ACCOUNT), for server code that publishes
+// into that account (e.g. $SYS.ACCOUNT.CLIENT.AUTH.ERR into the account a client failed to
+// join).
+func (e *Engine) AccountClient(a *Account) *InternalClient { return a.internalClient() }

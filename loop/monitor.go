@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -177,17 +178,86 @@ func (e *Engine) Conns(q ConnsQuery) []*ConnSnapshot {
 	})
 }
 
-// Subs lists every live subscription (gathered on the reactors that own them).
-func (e *Engine) Subs() []SubSnapshot {
-	return gather(e, func(r *reactor) []SubSnapshot {
+// Subs lists every live client subscription (gathered on the reactors that own them).
+func (e *Engine) Subs() []SubSnapshot { return e.AccountSubs(nil, false) }
+
+// AccountSubs lists the live subscriptions in one account's interest graph (nil: every
+// account), the internal clients' too when asked.
+func (e *Engine) AccountSubs(acc *Account, internal bool) []SubSnapshot {
+	out := gather(e, func(r *reactor) []SubSnapshot {
 		var local []SubSnapshot
 		for c := range r.clients {
+			if acc != nil && c.acc != acc {
+				continue
+			}
 			_, l := c.subsSnapshot(true)
 			local = append(local, l...)
 		}
 		return local
 	})
+	if internal {
+		e.mu.Lock()
+		ics := append([]*InternalClient(nil), e.internals...)
+		e.mu.Unlock()
+		for _, ic := range ics {
+			ic.submu.Lock()
+			for s := range ic.subs {
+				if !s.gone.Load() && (acc == nil || s.acc == acc) {
+					out = append(out, s.snapshot())
+				}
+			}
+			ic.submu.Unlock()
+		}
+	}
+	return out
 }
+
+// Kick closes client cid, as $SYS.REQ.SERVER.<id>.KICK asks.
+func (e *Engine) Kick(cid uint64) error {
+	found := gather(e, func(r *reactor) []bool {
+		for c := range r.clients {
+			if c.cid == cid && !c.closed {
+				c.markClosing(closeKicked)
+				r.endBatch()
+				return []bool{true}
+			}
+		}
+		return nil
+	})
+	if len(found) == 0 {
+		return errNoSuchClient
+	}
+	return nil
+}
+
+// LameDuckClient tells client cid that the server is going away (an async INFO with ldm), as
+// $SYS.REQ.SERVER.<id>.LDM asks.
+func (e *Engine) LameDuckClient(cid uint64) error {
+	res := gather(e, func(r *reactor) []error {
+		for c := range r.clients {
+			if c.cid != cid || c.closed {
+				continue
+			}
+			if c.protocol < 1 || !c.firstPong {
+				return []error{errNoLameDuck}
+			}
+			c.send(c.infoLDM())
+			r.endBatch()
+			return []error{nil}
+		}
+		return nil
+	})
+	if len(res) == 0 {
+		return errNoSuchClientID
+	}
+	return res[0]
+}
+
+var (
+	errNoSuchClient   = errors.New("no such client or leafnode id")
+	errNoSuchClientID = errors.New("no such client id")
+	errNoLameDuck     = errors.New("client does not support Lame Duck Mode or is not ready to receive the notification")
+)
 
 // MatchSubs lists the subscriptions a publish on subject would reach (every member of each
 // queue group).
@@ -212,16 +282,21 @@ func (e *Engine) MatchSubs(acc *Account, subject string) []SubSnapshot {
 	return out
 }
 
-// SubStats gathers the interest graph's figures.
-func (e *Engine) SubStats() SubStats {
+// SubStats gathers the interest graph's figures, of every account.
+func (e *Engine) SubStats() SubStats { return e.AccountSubStats(nil) }
+
+// AccountSubStats gathers one account's interest graph figures (nil: every account's).
+func (e *Engine) AccountSubStats(acc *Account) SubStats {
 	st := SubStats{Inserts: e.subInserts.Load()}
 	for _, a := range e.Accounts() {
-		st.Subscriptions += a.subs.Count()
+		if acc == nil || a == acc {
+			st.Subscriptions += a.subs.Count()
+		}
 	}
 	for _, cs := range gather(e, func(r *reactor) []sublist.CacheStats {
 		var out []sublist.CacheStats
-		for _, c := range r.caches {
-			if c != nil {
+		for i, c := range r.caches {
+			if c != nil && (acc == nil || i == acc.idx) {
 				out = append(out, c.Stats())
 			}
 		}

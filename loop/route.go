@@ -2,6 +2,7 @@ package loop
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/natsd/natsd/outbound"
 	"github.com/natsd/natsd/parser"
@@ -38,6 +39,8 @@ type Origin struct {
 	Lang    string
 	Version string
 	Host    string
+	Start   time.Time
+	RTT     time.Duration
 }
 
 // Origin reports who published m (for internal handlers: $SYS requests, service imports).
@@ -47,7 +50,11 @@ func originOf(c *client) Origin {
 	if c == nil {
 		return Origin{}
 	}
-	o := Origin{Kind: c.kind, CID: c.cid, Name: c.name, Lang: c.lang, Version: c.version, Host: c.ip}
+	o := Origin{Kind: c.kind, CID: c.cid, Name: c.name, Lang: c.lang, Version: c.version, Host: c.ip,
+		RTT: time.Duration(c.rtt)}
+	if c.start != 0 {
+		o.Start = time.Unix(0, c.start)
+	}
 	if c.acc != nil {
 		o.Account = c.acc.Name
 	}

@@ -133,8 +133,8 @@ func TestStreamImport(t *testing.T) {
 	if err := e.ConfigureAccounts([]AccountSpec{
 		{Name: "A", Limits: noLimits},
 		{Name: "B", Limits: noLimits, Streams: []StreamImport{
-			{From: "A", Subject: "orders.>", Prefix: "from_a"},
-			{From: "A", Subject: "ticks.*", To: "t.$1"},
+			{From: "A", Subject: "orders.>", Local: "from_a.orders.>", Transform: mustTransform(t, "orders.>", "from_a.orders.>")},
+			{From: "A", Subject: "ticks.*", Local: "t.*", Transform: mustTransform(t, "ticks.*", "t.$1")},
 		}},
 	}); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestServiceImport(t *testing.T) {
 	e := routeEngine(t)
 	if err := e.ConfigureAccounts([]AccountSpec{
 		{Name: "SVC", Limits: noLimits},
-		{Name: "APP", Limits: noLimits, Services: []ServiceImport{{From: "SVC", Subject: "help.>", To: "ask.>"}}},
+		{Name: "APP", Limits: noLimits, Services: []ServiceImport{{From: "SVC", Local: "ask.>", Remote: "help.>", Transform: mustTransform(t, "ask.>", "help.>")}}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,4 +279,13 @@ func TestInternalPublishBatch(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+func mustTransform(t *testing.T, src, dst string) *transform.Transform {
+	t.Helper()
+	tr, err := transform.New(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

@@ -2,8 +2,8 @@ package server
 
 // The accounts data model: what a config file's `accounts {}`, `mappings {}`,
 // `system_account` and `no_system_account` say, parsed and validated with nats-server
-// 2.15's rules (config_accounts.go, config_accounts_check.go). The routing core applies it;
-// until it does, unsupportedAccountsFeatures refuses to start with what it cannot enforce.
+// 2.15's rules (config_accounts.go, config_accounts_check.go); server/routing.go hands it to
+// the engine's routing core.
 
 import (
 	"fmt"
@@ -227,25 +227,4 @@ func (o *Options) ImplicitGlobalNoAuth() bool {
 		sys = DefaultSystemAccount
 	}
 	return sys != ""
-}
-
-// unsupportedAccountsFeatures refuses to start with account features the routing core
-// cannot enforce yet: a user in an account would be let into the one global account
-// (seeing and publishing everything there), and server-wide mappings would be ignored.
-// Accounts nobody can log into (exports, imports, limits of accounts without users),
-// system_account and no_system_account change nothing a client sees, and start.
-//
-// TODO(routing core): delete this check and its calls in New and Reload once accounts are
-// wired in.
-func unsupportedAccountsFeatures(o *Options) error {
-	for _, a := range o.Accounts {
-		if len(a.Users) > 0 || len(a.Nkeys) > 0 {
-			return fmt.Errorf("%s: accounts with users are not supported yet (account %q): parsed and validated, enforced once the routing core lands", a.Pos, a.Name)
-		}
-	}
-	if len(o.Mappings) > 0 {
-		m := o.Mappings[0]
-		return fmt.Errorf("%s: subject mappings are not supported yet (mapping %q): parsed and validated, enforced once the routing core lands", m.Pos, m.Source)
-	}
-	return nil
 }

@@ -689,7 +689,6 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 		case "no_system_account", "no_system", "no_sys_acc":
 			if b, ok := p.boolean(e); ok {
 				o.NoSystemAccount = b
-				p.unsupported(e.tk, e.key)
 			}
 		case "mappings", "maps":
 			if e.tk != nil && e.tk.IsUsedVariable() {
@@ -697,7 +696,6 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 			}
 			// Both keys name the global account's mappings: the later one wins.
 			o.Mappings = p.mappings(e)
-			p.unsupported(e.tk, e.key)
 		case "engine":
 			if s, ok := p.str(e); ok {
 				switch s {

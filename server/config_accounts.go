@@ -49,8 +49,6 @@ func (p *cfgParser) accounts(o *Options, e entry) {
 	if e.tk != nil && e.tk.IsUsedVariable() {
 		return
 	}
-	// Not enforced until the routing core lands (see unsupportedAccountsFeatures).
-	p.unsupported(e.tk, e.key)
 	before := len(p.errs)
 	defer func() { p.accountsFailed = p.accountsFailed || len(p.errs) > before }()
 	switch v := e.v.(type) {
@@ -962,7 +960,6 @@ func (p *cfgParser) systemAccount(e entry) {
 	case "system":
 		p.sysAlias = &e
 	}
-	p.unsupported(e.tk, e.key)
 }
 
 // finishSystemAccount sets Options.SystemAccount from the key that wins.

@@ -530,9 +530,7 @@ accounts {
 			t.Errorf("account %s position %v", a.Name, a.Pos)
 		}
 	}
-	// The file is valid for -t, but the server refuses to start with users in accounts
-	// until the routing core lands.
-	if _, err := New(o); err == nil || !strings.Contains(err.Error(), `accounts with users are not supported yet (account "ORDERS")`) {
+	if _, err := New(o); err != nil {
 		t.Fatalf("New: %v", err)
 	}
 }
@@ -592,45 +590,6 @@ func TestConfigImplicitGlobalNoAuth(t *testing.T) {
 			t.Errorf("%q: system account %q, nats-server %q", body, got, want)
 		}
 	}
-}
-
-// unsupportedAccountsFeatures: what the server refuses to start with until the routing core
-// lands, and what it starts with.
-func TestUnsupportedAccountsFeatures(t *testing.T) {
-	for _, tc := range []struct{ body, err string }{
-		{"accounts { A: { users: [{user: a, password: a}] } }\n", `accounts with users are not supported yet (account "A")`},
-		{"mappings { a: b }\n", `subject mappings are not supported yet (mapping "a")`},
-		{"accounts { A: { exports: [{stream: x}] }, B: { imports: [{stream: {account: A, subject: x}}], mappings: { a: b } } }\nsystem_account: A\n", ""},
-		{"no_system_account: true\naccounts: [A, B]\n", ""},
-	} {
-		o, _, err := loadConf(t, tc.body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = unsupportedAccountsFeatures(o)
-		if tc.err == "" {
-			if err != nil {
-				t.Errorf("%q: %v", tc.body, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.err) || !located.MatchString(err.Error()) {
-			t.Errorf("%q: %v, want %q", tc.body, err, tc.err)
-		}
-	}
-	o, _, err := loadConf(t, "host: 127.0.0.1\nport: -1\nsystem_account: A\naccounts { A: {} }\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.NoLog, o.NoSigs = true, true
-	s, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.Shutdown()
 }
 
 // genAccounts writes a random accounts block: four accounts exporting streams and services

@@ -267,7 +267,7 @@ syslog: true
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"jetstream", "cluster", "gateway", "leafnodes", "websocket", "mqtt", "accounts", "system_account", "mappings", "syslog"}
+	want := []string{"jetstream", "cluster", "gateway", "leafnodes", "websocket", "mqtt", "syslog"}
 	if len(rep.Unsupported) != len(want) {
 		t.Fatalf("unsupported = %q", rep.Unsupported)
 	}

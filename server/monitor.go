@@ -685,8 +685,10 @@ func (s *Server) handleConnz(w http.ResponseWriter, r *http.Request) {
 // ---- /subsz
 
 // engineSublistStats are the engine's interest-graph figures (the global account's).
-func (s *Server) engineSublistStats() *SublistStats {
-	st := s.eng.SubStats()
+func (s *Server) engineSublistStats() *SublistStats { return subStats(s.eng.SubStats()) }
+
+// subStats is the engine's interest-graph figures in /subsz terms.
+func subStats(st loop.SubStats) *SublistStats {
 	n := uint64(st.Subscriptions)
 	ss := &SublistStats{
 		NumSubs:    uint32(st.Subscriptions),

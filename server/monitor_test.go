@@ -289,7 +289,8 @@ func TestMonitorFiguresMove(t *testing.T) {
 	if v.InClientMsgs != v.InMsgs || v.OutClientBytes != v.OutBytes {
 		t.Fatalf("client figures differ: %+v", v)
 	}
-	if v.Connections != 2 || v.TotalConnections != 2 || v.Subscriptions != 3 {
+	// The system account's own subscriptions were there before (as in nats-server).
+	if v.Connections != 2 || v.TotalConnections != 2 || v.Subscriptions != v0.Subscriptions+3 {
 		t.Fatalf("varz conns %d total %d subs %d", v.Connections, v.TotalConnections, v.Subscriptions)
 	}
 	if v.HTTPReqStats["/varz"] != 2 {
@@ -369,10 +370,11 @@ func TestMonitorFiguresMove(t *testing.T) {
 		return true
 	})
 
-	// Subsz.
+	// Subsz, of the global account (the system account has its own).
 	sz := &natsserver.Subsz{}
-	getJSON(t, monURL(s, "/subsz?subs=1"), sz)
-	if sz.NumSubs != 3 || sz.Total != 3 || len(sz.Subs) != 3 || sz.NumInserts != 3 || sz.NumMatches != uint64(n+1) {
+	getJSON(t, monURL(s, "/subsz?subs=1&acc=$G"), sz)
+	if sz.NumSubs != 3+4 || sz.Total != 3+4 || len(sz.Subs) != 3+4 || sz.NumMatches != uint64(n+1) {
+		// +4: the system account's imports into every account, as nats-server has them.
 		t.Fatalf("subsz: %+v %+v", sz.SublistStats, sz.Subs)
 	}
 	// "foo" is cached on its second miss and hit n-2 times; "foo.bar", seen once, is not
@@ -397,7 +399,7 @@ func TestMonitorFiguresMove(t *testing.T) {
 	}
 	az := &natsserver.Accountz{}
 	getJSON(t, monURL(s, "/accountz?acc=$G"), az)
-	if az.Account == nil || az.Account.ClientCnt != 2 || az.Account.SubCnt != 3 {
+	if az.Account == nil || az.Account.ClientCnt != 2 || az.Account.SubCnt != 3+4 {
 		t.Fatalf("accountz: %+v", az.Account)
 	}
 
@@ -473,6 +475,7 @@ func TestMonitorSlowConsumer(t *testing.T) {
 // TestMonitorMetrics scrapes /metrics with the Prometheus text parser.
 func TestMonitorMetrics(t *testing.T) {
 	s := startMonitored(t, nil)
+	base := float64(varz(t, s).Subscriptions) // the system account's own
 	nc := connect(t, s.ClientURL(), "m")
 	sub, _ := nc.SubscribeSync("m")
 	for i := 0; i < 7; i++ {
@@ -506,9 +509,9 @@ func TestMonitorMetrics(t *testing.T) {
 	}
 	want := map[string]float64{
 		"gnatsd_varz_in_msgs": 7, "gnatsd_varz_out_msgs": 7, "gnatsd_varz_in_bytes": 21, "gnatsd_varz_out_bytes": 21,
-		"gnatsd_varz_connections": 1, "gnatsd_varz_total_connections": 1, "gnatsd_varz_subscriptions": 1,
+		"gnatsd_varz_connections": 1, "gnatsd_varz_total_connections": 1, "gnatsd_varz_subscriptions": base + 1,
 		"gnatsd_connz_num_connections": 1, "gnatsd_connz_in_msgs": 7, "gnatsd_connz_out_bytes": 21,
-		"gnatsd_varz_slow_consumers": 0, "gnatsd_subsz_num_subscriptions": 1,
+		"gnatsd_varz_slow_consumers": 0, "gnatsd_subsz_num_subscriptions": base + 1,
 	}
 	for k, w := range want {
 		if got := val(k); got != w {

@@ -162,10 +162,6 @@ func (s *Server) Reload() error {
 	if err := prepareOptions(n); err != nil {
 		return err
 	}
-	// TODO(routing core): remove once accounts are wired in (accounts.go).
-	if err := unsupportedAccountsFeatures(n); err != nil {
-		return err
-	}
 	if n.ServerName == "" && cur.ServerName == s.id {
 		n.ServerName = s.id // the generated name stays
 	}

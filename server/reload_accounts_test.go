@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -47,20 +46,34 @@ func TestReloadAccountsRules(t *testing.T) {
 	}
 }
 
-// Until the routing core lands, a reload to users in an account (or server-wide mappings)
-// is refused like start-up is, and nothing is applied (nats-server would reload it).
-func TestReloadAccountsUnsupported(t *testing.T) {
-	s := startCompat(t, "natsd", "authorization { users: [{user: a, password: a}] }\n")
-	for _, after := range []string{
-		"accounts { A: { users: [{user: a, password: a}] } }\n",
-		"authorization { users: [{user: a, password: a}] }\nmappings { x: y }\n",
-	} {
-		s.write(after)
-		if err := s.reload(); err == nil || !strings.Contains(err.Error(), "not supported yet") {
-			t.Fatalf("%q: reload: %v", after, err)
-		}
+// A reload that moves a connected user into an account closes its connection without an
+// error, as nats-server does; a new connection of that user lands in the account.
+func TestReloadMovesUserToAccount(t *testing.T) {
+	for _, name := range []string{"nats-server", "natsd"} {
+		t.Run(name, func(t *testing.T) {
+			s := startCompat(t, name, "authorization { users: [{user: a, password: a}, {user: b, password: b}] }\n")
+			r := s.dial()
+			r.send("CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"a\"}\r\nPING\r\n")
+			r.expect("PONG\r\n")
+			s.write("accounts { A: { users: [{user: a, password: a}] } }\nauthorization { users: [{user: b, password: b}] }\n")
+			if err := s.reload(); err != nil {
+				t.Fatal(err)
+			}
+			r.expectClosed()
+			// a is in A now, b in $G: they do not see each other.
+			ra, rb := s.dial(), s.dial()
+			ra.send("CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"a\"}\r\nSUB x 1\r\nPING\r\n")
+			ra.expect("PONG\r\n")
+			rb.send("CONNECT {\"verbose\":false,\"user\":\"b\",\"pass\":\"b\"}\r\nSUB x 1\r\nPUB x 1\r\nb\r\nPING\r\n")
+			rb.expect("MSG x 1 1\r\n")
+			rb.expect("b\r\n")
+			rb.expect("PONG\r\n")
+			ra.send("PUB x 1\r\na\r\nPING\r\n")
+			ra.expect("MSG x 1 1\r\n")
+			ra.expect("a\r\n")
+			ra.expect("PONG\r\n")
+			rb.send("PING\r\n")
+			rb.expect("PONG\r\n")
+		})
 	}
-	r := s.dial()
-	r.send("CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"a\"}\r\nPING\r\n")
-	r.expect("PONG\r\n")
 }

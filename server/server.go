@@ -73,10 +73,6 @@ func New(opts *Options) (*Server, error) {
 	if err := prepareOptions(&o); err != nil {
 		return nil, err
 	}
-	// TODO(routing core): remove once accounts are wired in (accounts.go).
-	if err := unsupportedAccountsFeatures(&o); err != nil {
-		return nil, err
-	}
 	kp, err := nkeys.CreateServer()
 	if err != nil {
 		return nil, err
@@ -153,10 +149,18 @@ func (s *Server) Start() error {
 		Log:                 s.log,
 		Trace:               o.Trace,
 	}
+	cfg.RequestInfo = s.requestInfo
+	sys := o.SystemAccountName()
+	if sys != "" {
+		cfg.Events = connEvents{s}
+	}
 	// The INFO template needs the bound port, which a random port only reveals after listening;
 	// the loop reads cfg.Info on each accept, so fill it through a pointer the loop shares.
 	eng := loop.New(cfg)
 	eng.SetInfo(s.infoJSON)
+	if err := eng.ConfigureAccounts(accountSpecs(o)); err != nil {
+		return err
+	}
 	// As nats-server: the pid file exists before the first client is accepted, so whatever
 	// waits for it (a supervisor, --signal) may act as soon as clients can connect.
 	if o.PidFile != "" {
@@ -171,6 +175,15 @@ func (s *Server) Start() error {
 		return fmt.Errorf("error listening on port: %s:%d, %v", o.Host, o.Port, err)
 	}
 	s.eng = eng
+	s.setAccountSource(engineSource{s}, engineSource{s})
+	if sys != "" {
+		acc := eng.LookupAccount(sys)
+		ic := eng.NewInternalClient(loop.KindSystem, acc, "")
+		if err := s.startSys(&engineSys{e: eng, ic: ic, acc: acc}, sys); err != nil {
+			eng.Stop()
+			return err
+		}
+	}
 	s.mu.Lock()
 	s.running = true
 	s.mu.Unlock()

@@ -72,12 +72,26 @@ func startSysNatsServer(t *testing.T) (*natsserver.Server, *nats.Conn) {
 // named SYS as in sysCompatConfig.
 func startSysNatsd(t *testing.T, mod func(o *Options)) (*Server, *fakeSysConn) {
 	t.Helper()
-	s := startMonitored(t, mod)
+	s := startMonitored(t, func(o *Options) {
+		o.Accounts = append(o.Accounts, &AccountConfig{Name: "SYS", Limits: NoAccountLimits})
+		o.SystemAccount = "SYS"
+		if mod != nil {
+			mod(o)
+		}
+	})
 	fc := newFakeSysConn()
-	if err := s.startSys(fc, "SYS"); err != nil {
+	swapSysConn(t, s, fc, "SYS")
+	return s, fc
+}
+
+// swapSysConn replaces the server's own $SYS transport (the system account's internal
+// client) by fc, so that a test drives the layer directly.
+func swapSysConn(t *testing.T, s *Server, fc *fakeSysConn, account string) {
+	t.Helper()
+	s.stopSys()
+	if err := s.startSys(fc, account); err != nil {
 		t.Fatal(err)
 	}
-	return s, fc
 }
 
 // sysTraffic leaves two clients (a queue subscription, a plain one, ten messages) and one
