@@ -25,9 +25,12 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The whole suite, with the race detector. Fuzz targets run their seed corpora.
-test: build vet fmt-check
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	NATSD_ENGINE=netpoll NATSD_TARGETS=natsd $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/
+# The nats CLI comes from the module proxy for the CLI tests (test/cli_test.go); the hostile-client
+# test (perf/attack) measures RSS and so runs alone, after the rest.
+test: build vet fmt-check nats-cli
+	NATS_CLI=$(TOOLS)/nats $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	NATS_CLI=$(TOOLS)/nats NATSD_ENGINE=netpoll NATSD_TARGETS=natsd $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/
+	NATSD_ATTACK_TEST=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestAttacks ./perf/attack/
 
 # Micro-benchmarks with allocation counts (parse, L1 match, publish→deliver, store).
 bench:

@@ -337,9 +337,18 @@ func (c *client) asyncInfo(extra string) []byte { return c.buildInfo(nil, extra)
 func (c *client) infoLDM() []byte { return c.asyncInfo(`,"ldm":true`) }
 
 // infoConnect answers a protocol 1 client's first PING after CONNECT: it tells the client
-// the account it is bound to (natsd has only the global one).
+// the account it is bound to, and whether that is the system account.
 func (c *client) infoConnect() []byte {
-	return c.asyncInfo(`,"connect_info":true,"remote_account":"$G"`)
+	name := GlobalAccount
+	sys := false
+	if c.acc != nil {
+		name, sys = c.acc.Name, c.acc.system.Load()
+	}
+	extra := `,"connect_info":true,"remote_account":` + strconv.Quote(name)
+	if sys {
+		extra += `,"acc_is_sys":true`
+	}
+	return c.asyncInfo(extra)
 }
 
 // connClosed releases everything the connection held; the driver calls it once, on c's reactor.

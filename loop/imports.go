@@ -72,6 +72,7 @@ func (e *Engine) ConfigureAccounts(specs []AccountSpec) error {
 		a := e.account(sp.Name, false)
 		l := sp.Limits
 		a.limits.Store(&l)
+		a.system.Store(sp.System)
 		if len(sp.Mappings) > 0 {
 			a.rt.Store(&accountRouting{mappings: sp.Mappings})
 		} else {

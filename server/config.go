@@ -88,6 +88,7 @@ func (o *Options) ProcessConfigFile(path string) (rep *ConfigReport, err error) 
 		return rep, perr
 	}
 	rep.Digest = digest
+	o.ConfigDigest = digest
 	p := &cfgParser{file: path, rep: rep, userNames: map[string]bool{}}
 	defer func() {
 		// The parser type-checks every value, so a panic is a bug; still, a bad file must

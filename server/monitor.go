@@ -363,6 +363,7 @@ func (s *Server) Varz() *Varz {
 		StalledClients:   int64(st.StalledClients),
 		Subscriptions:    uint32(st.Subscriptions),
 		ConfigLoadTime:   s.start.UTC(),
+		ConfigDigest:     o.ConfigDigest,
 
 		SlowConsumersStats:   &KindCounts{Clients: st.SlowConsumers},
 		StaleConnectionStats: &KindCounts{Clients: st.StaleConnections},

@@ -77,8 +77,10 @@ type Options struct {
 	// Engine picks the network driver: "gnet" (default) or "netpoll".
 	Engine string
 
-	// ConfigFile is the -c file, kept for reload.
-	ConfigFile string
+	// ConfigFile is the -c file, kept for reload; ConfigDigest is the sha256 of what it
+	// parsed to (/varz config_digest).
+	ConfigFile   string
+	ConfigDigest string
 
 	// Authentication, with nats-server's field names: a single user (Username/Password), a
 	// token (Authorization), or lists of users and nkey users; NoAuthUser is the identity of

@@ -41,6 +41,8 @@ type Options struct {
 	After    time.Duration // how long to wait after the attacker left before the last RSS reading
 	TLS      bool          // serve clients over TLS (both servers get the same tls{} block)
 	Dir      string        // scratch directory for config and certificates
+	// Config is more config-file text both servers get (e.g. "max_pending: 8MB").
+	Config string
 }
 
 // Result is what one run measured.
@@ -72,14 +74,16 @@ func Run(t Target, o Options) (r Result) {
 	port, mport := freePort(), freePort()
 	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-m", strconv.Itoa(mport)}
 	var tlsCfg *tls.Config
-	if o.TLS {
-		conf, err := writeTLSConfig(o.Dir, t.Name)
+	if o.TLS || o.Config != "" {
+		conf, err := writeConfig(o.Dir, t.Name, o.TLS, o.Config)
 		if err != nil {
 			r.Problems = append(r.Problems, err.Error())
 			return r
 		}
 		args = append(args, "-c", conf)
-		tlsCfg = &tls.Config{InsecureSkipVerify: true}
+		if o.TLS {
+			tlsCfg = &tls.Config{InsecureSkipVerify: true}
+		}
 	}
 	args = append(args, t.Args...)
 	cmd := exec.Command(t.Bin, args...)

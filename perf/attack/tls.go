@@ -15,15 +15,20 @@ import (
 	"time"
 )
 
-// writeTLSConfig writes a self-signed certificate for 127.0.0.1 and a config file whose tls{}
-// block serves it, so both servers terminate TLS the same way; it returns the config's path.
-func writeTLSConfig(dir, name string) (string, error) {
+// writeConfig writes the config file both servers start from: extra, and with useTLS a tls{}
+// block serving a self-signed certificate for 127.0.0.1 (so both terminate TLS the same way).
+// It returns the config's path.
+func writeConfig(dir, name string, useTLS bool, extra string) (string, error) {
 	if dir == "" {
-		d, err := os.MkdirTemp("", "attack-tls")
+		d, err := os.MkdirTemp("", "attack-conf")
 		if err != nil {
 			return "", err
 		}
 		dir = d
+	}
+	conf := filepath.Join(dir, name+".conf")
+	if !useTLS {
+		return conf, os.WriteFile(conf, []byte(extra+"\n"), 0o600)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -49,13 +54,12 @@ func writeTLSConfig(dir, name string) (string, error) {
 	}
 	cert := filepath.Join(dir, name+"-cert.pem")
 	keyf := filepath.Join(dir, name+"-key.pem")
-	conf := filepath.Join(dir, name+".conf")
 	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		return "", err
 	}
 	if err := os.WriteFile(keyf, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
 		return "", err
 	}
-	body := fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n}\n", cert, keyf)
+	body := fmt.Sprintf("%s\ntls {\n  cert_file: %q\n  key_file: %q\n}\n", extra, cert, keyf)
 	return conf, os.WriteFile(conf, []byte(body), 0o600)
 }

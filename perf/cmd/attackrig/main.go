@@ -29,6 +29,7 @@ func main() {
 	base := flag.Duration("baseline", 2*time.Second, "unloaded probing first")
 	after := flag.Duration("after", 10*time.Second, "wait after the attack before the last RSS reading")
 	useTLS := flag.Bool("tls", false, "clients over TLS")
+	extra := flag.String("config", "", `config-file text both servers get, e.g. "max_pending: 8MB"`)
 	check := flag.Bool("check", false, "exit 1 unless natsd is within the bounds")
 	jsonOut := flag.String("json", "", "write every result as JSON to this file")
 	flag.Parse()
@@ -54,7 +55,7 @@ func main() {
 	var all []attack.Result
 	for _, a := range strings.Split(*attacks, ",") {
 		for _, t := range ts {
-			r := attack.Run(t, attack.Options{Attack: a, Duration: *dur, Baseline: *base, After: *after, TLS: *useTLS, Dir: dir})
+			r := attack.Run(t, attack.Options{Attack: a, Duration: *dur, Baseline: *base, After: *after, TLS: *useTLS, Dir: dir, Config: *extra})
 			fmt.Fprintf(os.Stderr, "%s %s: peak %.0f MiB, after %.0f MiB, PING p50 %v→%v\n", a, t.Name,
 				mib(r.RSSPeak), mib(r.RSSAfter), r.BaseP50.Round(time.Microsecond), r.LoadP50.Round(time.Microsecond))
 			all = append(all, r)
