@@ -2,9 +2,9 @@ package attack
 
 import (
 	"os"
-	"strings"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
