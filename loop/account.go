@@ -194,7 +194,30 @@ func (c *client) bind(a *Account) error {
 	c.acc = a
 	c.cache = c.r.cacheFor(a)
 	c.counts = c.r.countsFor(a)
+	c.applyLimits()
 	return nil
+}
+
+// applyLimits sets the client's payload and subscription limits: the server's, lowered by
+// its account's, as nats-server does when a client joins an account (0 in an account's
+// limits allows nothing, -1 is no limit). It runs on c's reactor.
+func (c *client) applyLimits() {
+	e := c.r.e
+	c.p.MaxPayload = e.cfg.MaxPayload
+	c.maxSubs = -1
+	if m := e.cfg.MaxSubs; m > 0 {
+		c.maxSubs = m
+	}
+	if c.acc == nil {
+		return
+	}
+	l := c.acc.Limits()
+	if l.MaxPayload >= 0 && l.MaxPayload < c.p.MaxPayload {
+		c.p.MaxPayload = l.MaxPayload
+	}
+	if l.MaxSubscriptions >= 0 && (c.maxSubs < 0 || l.MaxSubscriptions < c.maxSubs) {
+		c.maxSubs = l.MaxSubscriptions
+	}
 }
 
 // unbind drops the client from its account's connection count (it is closing).

@@ -160,6 +160,8 @@ type client struct {
 	name, lang, version string
 
 	subs map[string]*sub
+	// maxSubs is the lower of the server's and the account's max_subscriptions (-1: none).
+	maxSubs int
 
 	// Authentication and permissions (auth.go, perm.go): au is nil when the server required
 	// no authentication at accept; perms is nil for unrestricted clients (read by deliveries
@@ -217,6 +219,7 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	}
 	c.p.MaxControlLine = e.cfg.MaxControlLine
 	c.p.MaxPayload = e.cfg.MaxPayload
+	c.maxSubs = -1
 	c.p.NoHeaders = true // until CONNECT says headers:true
 	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
 		c.ip = a.IP.String()

@@ -96,6 +96,12 @@ func (e *Engine) ConfigureAccounts(specs []AccountSpec) error {
 			}
 		}
 	}
+	// Connected clients follow their account's new limits.
+	e.runOnReactors(func(r *reactor) {
+		for c := range r.clients {
+			c.applyLimits()
+		}
+	})
 	return nil
 }
 

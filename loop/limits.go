@@ -74,7 +74,7 @@ func (e *Engine) UpdateLimits(l Limits) error {
 				<-release
 				// Released: e.cfg holds the new limits; apply them to open connections.
 				for c := range r.clients {
-					c.p.MaxPayload = e.cfg.MaxPayload
+					c.applyLimits()
 					c.p.MaxControlLine = e.cfg.MaxControlLine
 				}
 				close(applied)

@@ -234,7 +234,7 @@ func (c *client) processSub(op *parser.Op) {
 	// Subscriptions an auto-unsubscribe finished (on whichever reactor delivered the last
 	// message) no longer count, even while their entries wait for the sweep: deliver counts
 	// one before it queues that message, so a client that has seen it finds its slot free.
-	if m := c.r.e.cfg.MaxSubs; m > 0 && len(c.subs)-g >= m {
+	if m := c.maxSubs; m >= 0 && len(c.subs)-g >= m {
 		c.maxSubsExceeded()
 		return
 	}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+// Accounts, run against nats-server and natsd from the same file and expected to give the same
+// bytes: isolation, stream and service imports across accounts (request/reply included),
+// mappings, and each account limit with nats-server's error.
+const accountsConf = `
+listen: "127.0.0.1:-1"
+accounts {
+  ORDERS {
+    users: [{user: o, password: o}]
+    exports: [{stream: "orders.>"}, {service: "price.*"}]
+  }
+  SHOP {
+    users: [{user: s, password: s}]
+    imports: [
+      {stream: {account: ORDERS, subject: "orders.>"}, prefix: ext}
+      {service: {account: ORDERS, subject: "price.*"}, to: "ask.price.*"}
+    ]
+    mappings: { "old.*": "new.$1" }
+  }
+  TINY {
+    users: [{user: t, password: t}, {user: t2, password: t2}]
+    limits: { max_connections: 1, max_subscriptions: 1, max_payload: 10 }
+  }
+}
+`
+
+func connectAs(t *testing.T, cs *compatServer, user string) *raw {
+	t.Helper()
+	r := cs.dial()
+	r.send(`CONNECT {"verbose":false,"user":"` + user + `","pass":"` + user + `"}` + "\r\nPING\r\n")
+	r.expect("PONG\r\n")
+	return r
+}
+
+func TestAccountsCompat(t *testing.T) {
+	for _, name := range []string{"nats-server", "natsd"} {
+		t.Run(name, func(t *testing.T) {
+			cs := startCompat(t, name, accountsConf)
+
+			// Isolation: the same subject in two accounts.
+			o, s := connectAs(t, cs, "o"), connectAs(t, cs, "s")
+			o.send("SUB x 1\r\nPING\r\n")
+			o.expect("PONG\r\n")
+			s.send("SUB x 1\r\nPUB x 2\r\nhi\r\nPING\r\n")
+			s.expect("MSG x 1 2\r\n")
+			s.expect("hi\r\n")
+			s.expect("PONG\r\n")
+			o.send("PING\r\n")
+			o.expect("PONG\r\n") // nothing from SHOP
+
+			// Stream import with a prefix.
+			s.send("SUB ext.orders.> 2\r\nPING\r\n")
+			s.expect("PONG\r\n")
+			o.send("PUB orders.7 3\r\nnew\r\nPING\r\n")
+			o.expect("PONG\r\n")
+			s.expect("MSG ext.orders.7 2 3\r\n")
+			s.expect("new\r\n")
+
+			// Service import, request and reply across accounts.
+			o.send("SUB price.* 3\r\nPING\r\n")
+			o.expect("PONG\r\n")
+			s.send("SUB _INBOX.q 4\r\nPUB ask.price.tea _INBOX.q 1\r\n?\r\nPING\r\n")
+			s.expect("PONG\r\n")
+			req := o.line()
+			if !strings.HasPrefix(req, "MSG price.tea 3 _R_.") {
+				t.Fatalf("service got %q", req)
+			}
+			o.expect("?\r\n")
+			reply := strings.Fields(req)[3]
+			o.send("PUB " + reply + " 2\r\n$3\r\nPING\r\n")
+			o.expect("PONG\r\n")
+			s.expect("MSG _INBOX.q 4 2\r\n")
+			s.expect("$3\r\n")
+
+			// Account mapping.
+			s.send("SUB new.* 5\r\nPUB old.a 1\r\nm\r\nPING\r\n")
+			s.expect("MSG new.a 5 1\r\n")
+			s.expect("m\r\n")
+			s.expect("PONG\r\n")
+
+			// Limits: one connection, one subscription, ten bytes of payload.
+			t1 := connectAs(t, cs, "t")
+			t2 := cs.dial()
+			t2.send(`CONNECT {"verbose":false,"user":"t2","pass":"t2"}` + "\r\nPING\r\n")
+			t2.expect("-ERR 'maximum account active connections exceeded'\r\n")
+			t2.expectClosed()
+			t1.send("SUB a 1\r\nSUB b 2\r\nPING\r\n")
+			t1.expect("-ERR 'maximum subscriptions exceeded'\r\n")
+			t1.expect("PONG\r\n")
+			t1.send("PUB a 11\r\n01234567890\r\n")
+			t1.expect("-ERR 'Maximum Payload Violation'\r\n")
+			t1.expectClosed()
+		})
+	}
+}
