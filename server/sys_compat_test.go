@@ -237,16 +237,95 @@ func (c sysCase) name() string {
 // traffic, and checks both answer or both stay silent, natsd's answer decodes into
 // nats-server's own types with unknown fields rejected, both have the same JSON keys, and
 // errors have the same code.
-func TestSysRequestsMatchNatsServer(t *testing.T) {
-	ns, nc := startSysNatsServer(t)
-	s, fc := startSysNatsd(t, func(o *Options) {
-		o.Users = []*auth.User{{Username: "g", Password: "g", Permissions: gPerms()}}
-		o.NoAuthUser = "g"
-	})
-	sysTraffic(t, ns.ClientURL())
-	sysTraffic(t, s.ClientURL())
-	waitFor(t, func() bool { return s.NumClients() == 2 && ns.NumClients() == 3 })
+// startSysNatsdConfigured starts natsd from sysCompatConfig, its $SYS layer on the system
+// account's real internal client, and returns it with a connection of the system user: the
+// same set-up as startSysNatsServer.
+func startSysNatsdConfigured(t *testing.T) (*Server, *nats.Conn) {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "natsd.conf")
+	if err := os.WriteFile(conf, []byte(sysCompatConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := &Options{}
+	if _, err := o.ProcessConfigFile(conf); err != nil {
+		t.Fatal(err)
+	}
+	o.NoLog, o.NoSigs, o.HTTPPort = true, true, -1
+	o.ConfigFile = "" // as nats-server's above: RELOAD fails the same way
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("sys", "pass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return s, nc
+}
 
+// realSys answers $SYS requests through a running natsd's own transport, for the
+// comparisons below.
+type realSys struct{ nc *nats.Conn }
+
+func (rs realSys) request(t *testing.T, subj string, hdr, body []byte, wait time.Duration) (fakeMsg, bool) {
+	t.Helper()
+	msg := nats.NewMsg(subj)
+	msg.Data = body
+	if len(hdr) > 0 {
+		for _, line := range strings.Split(strings.TrimSpace(string(hdr)), "\r\n")[1:] {
+			if k, v, ok := strings.Cut(line, ": "); ok {
+				msg.Header.Set(k, v)
+			}
+		}
+	}
+	resp, err := rs.nc.RequestMsg(msg, wait)
+	if err != nil {
+		if !errors.Is(err, nats.ErrTimeout) {
+			t.Fatal(err)
+		}
+		return fakeMsg{}, false
+	}
+	var h []byte
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" {
+		h = []byte("NATS/1.0\r\nContent-Encoding: " + ce + "\r\n\r\n")
+	}
+	return fakeMsg{hdr: h, msg: resp.Data}, true
+}
+
+type sysRequester interface {
+	request(t *testing.T, subj string, hdr, body []byte, wait time.Duration) (fakeMsg, bool)
+}
+
+// TestSysRequestsMatchNatsServer compares every $SYS request's answer with nats-server's: once
+// through the fake transport (the layer on its own), once end to end through natsd's real one.
+func TestSysRequestsMatchNatsServer(t *testing.T) {
+	t.Run("fake", func(t *testing.T) {
+		ns, nc := startSysNatsServer(t)
+		s, fc := startSysNatsd(t, func(o *Options) {
+			o.Users = []*auth.User{{Username: "g", Password: "g", Permissions: gPerms()}}
+			o.NoAuthUser = "g"
+		})
+		sysTraffic(t, ns.ClientURL())
+		sysTraffic(t, s.ClientURL())
+		waitFor(t, func() bool { return s.NumClients() == 2 && ns.NumClients() == 3 })
+		compareSysRequests(t, ns, nc, s, fc)
+	})
+	t.Run("real", func(t *testing.T) {
+		ns, nc := startSysNatsServer(t)
+		s, snc := startSysNatsdConfigured(t)
+		sysTraffic(t, ns.ClientURL())
+		sysTraffic(t, s.ClientURL())
+		waitFor(t, func() bool { return s.NumClients() == 3 && ns.NumClients() == 3 })
+		compareSysRequests(t, ns, nc, s, realSys{snc})
+	})
+}
+
+func compareSysRequests(t *testing.T, ns *natsserver.Server, nc *nats.Conn, s *Server, fc sysRequester) {
 	// Keys only nats-server has: feature flags natsd does not implement, its internal queues
 	// (IPQUEUESZ lists "System recvQ" busy with the request itself), and the user of a
 	// connection, which today's engine snapshot does not carry (the routing core's will).
