@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // Accounts, run against nats-server and natsd from the same file and expected to give the same
@@ -96,6 +97,69 @@ func TestAccountsCompat(t *testing.T) {
 			t1.send("PUB a 11\r\n01234567890\r\n")
 			t1.expect("-ERR 'Maximum Payload Violation'\r\n")
 			t1.expectClosed()
+		})
+	}
+}
+
+// A weighted mapping spreads messages by its weights (within a tolerance: both servers draw at
+// random), and a streamed service's responses flow until its response threshold has passed.
+func TestAccountsWeightsAndThresholds(t *testing.T) {
+	conf := `
+listen: "127.0.0.1:-1"
+mappings { "w": [{destination: "w.a", weight: 30%}, {destination: "w.b", weight: 70%}] }
+accounts {
+  SVC { users: [{user: v, password: v}], exports: [{service: "feed", response_type: stream, response_threshold: "300ms"}] }
+  APP { users: [{user: p, password: p}], imports: [{service: {account: SVC, subject: "feed"}}] }
+}
+no_auth_user: g
+authorization { users: [{user: g, password: g}] }
+`
+	for _, name := range []string{"nats-server", "natsd"} {
+		t.Run(name, func(t *testing.T) {
+			cs := startCompat(t, name, conf)
+			g := cs.dial()
+			g.send("CONNECT {\"verbose\":false}\r\nSUB w.a 1\r\nSUB w.b 2\r\n")
+			const n = 2000
+			var pubs strings.Builder
+			for i := 0; i < n; i++ {
+				pubs.WriteString("PUB w 0\r\n\r\n")
+			}
+			g.send(pubs.String() + "PING\r\n")
+			counts := map[string]int{}
+			for {
+				l := g.line()
+				if l == "PONG\r\n" {
+					break
+				}
+				if strings.HasPrefix(l, "MSG ") {
+					counts[strings.Fields(l)[1]]++
+					g.line() // the empty payload
+				}
+			}
+			if counts["w.a"]+counts["w.b"] != n || counts["w.a"] < n*25/100 || counts["w.a"] > n*35/100 {
+				t.Fatalf("30/70 mapping gave %v", counts)
+			}
+
+			v, p := connectAs(t, cs, "v"), connectAs(t, cs, "p")
+			v.send("SUB feed 1\r\nPING\r\n")
+			v.expect("PONG\r\n")
+			p.send("SUB _INBOX.f 7\r\nPUB feed _INBOX.f 0\r\n\r\nPING\r\n")
+			p.expect("PONG\r\n")
+			req := v.line()
+			v.line()
+			reply := strings.Fields(req)[3]
+			// Two responses within the threshold both arrive (a stream), one after it does not.
+			v.send("PUB " + reply + " 1\r\n1\r\nPUB " + reply + " 1\r\n2\r\nPING\r\n")
+			v.expect("PONG\r\n")
+			for _, want := range []string{"1", "2"} {
+				p.expect("MSG _INBOX.f 7 1\r\n")
+				p.expect(want + "\r\n")
+			}
+			time.Sleep(time.Second)
+			v.send("PUB " + reply + " 1\r\n3\r\nPING\r\n")
+			v.expect("PONG\r\n")
+			p.send("PING\r\n")
+			p.expect("PONG\r\n")
 		})
 	}
 }
