@@ -161,9 +161,15 @@ func (c *Config) NoAuthIdentity() (*Identity, bool) {
 		return nil, false
 	}
 	if n := c.nkeys[c.noAuthUser]; n != nil {
+		if !standardAllowed(n.u.AllowedConnectionTypes) {
+			return nil, false
+		}
 		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms, Account: n.u.Account}, true
 	}
 	if u := c.users[c.noAuthUser]; u != nil {
+		if !standardAllowed(u.u.AllowedConnectionTypes) {
+			return nil, false
+		}
 		if IsBcrypt(u.u.Password) {
 			// nats-server checks no_auth_user's password against itself (NoAuthCreds), which
 			// a bcrypt hash never matches: such a no_auth_user lets nobody in.
@@ -212,6 +218,9 @@ func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 		if n.u.Nkey != c.noAuthUser && !verifyNonce(cr) {
 			return nil, false
 		}
+		if !standardAllowed(n.u.AllowedConnectionTypes) {
+			return nil, false
+		}
 		return &Identity{Name: n.u.Nkey, Nkey: true, Perms: n.perms, Account: n.u.Account}, true
 	}
 	if c.users != nil {
@@ -230,7 +239,7 @@ func (c *Config) Authenticate(cr *Creds) (*Identity, bool) {
 		if ue != nil {
 			// With verify_and_map too: the certificate names the user (a user in CONNECT is
 			// ignored), and CONNECT's password must still be that user's, empty for none.
-			if !comparePasswords(ue.u.Password, cr.Pass) {
+			if !comparePasswords(ue.u.Password, cr.Pass) || !standardAllowed(ue.u.AllowedConnectionTypes) {
 				return nil, false
 			}
 			return &Identity{Name: ue.u.Username, Perms: ue.perms, Account: ue.u.Account}, true
@@ -398,4 +407,18 @@ func (c *Config) UserAccount(name string, nkey bool) (account string, ok bool) {
 		return "", true
 	}
 	return "", false
+}
+
+// standardAllowed reports whether a user with these allowed connection types may connect as
+// a plain (STANDARD) client; an empty list allows every type.
+func standardAllowed(types []string) bool {
+	if len(types) == 0 {
+		return true
+	}
+	for _, t := range types {
+		if strings.EqualFold(t, "STANDARD") {
+			return true
+		}
+	}
+	return false
 }

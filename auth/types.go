@@ -31,11 +31,15 @@ type User struct {
 	Password    string
 	Permissions *Permissions
 	Account     string
+	// AllowedConnectionTypes limits the kinds of connection the user may make (STANDARD,
+	// WEBSOCKET, ...); empty allows all.
+	AllowedConnectionTypes []string
 }
 
 // NkeyUser is an nkey identity: the public user key, proven by signing the INFO nonce.
 type NkeyUser struct {
-	Nkey        string
-	Permissions *Permissions
-	Account     string
+	Nkey                   string
+	Permissions            *Permissions
+	Account                string
+	AllowedConnectionTypes []string
 }

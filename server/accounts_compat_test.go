@@ -163,3 +163,27 @@ authorization { users: [{user: g, password: g}] }
 		})
 	}
 }
+
+// allowed_connection_types: a user limited to other kinds of connection is refused as a plain
+// client.
+func TestAllowedConnectionTypes(t *testing.T) {
+	conf := `
+listen: "127.0.0.1:-1"
+authorization { users: [
+  {user: w, password: w, allowed_connection_types: ["WEBSOCKET", "MQTT"]}
+  {user: s, password: s, allowed_connection_types: ["STANDARD"]}
+  {user: any, password: any, allowed_connection_types: []}
+] }
+`
+	for _, name := range []string{"nats-server", "natsd"} {
+		t.Run(name, func(t *testing.T) {
+			cs := startCompat(t, name, conf)
+			connectAs(t, cs, "s")
+			connectAs(t, cs, "any")
+			r := cs.dial()
+			r.send(`CONNECT {"verbose":false,"user":"w","pass":"w"}` + "\r\nPING\r\n")
+			r.expect("-ERR 'Authorization Violation'\r\n")
+			r.expectClosed()
+		})
+	}
+}

@@ -149,7 +149,8 @@ func (p *cfgParser) users(e entry) ([]*auth.NkeyUser, []*auth.User) {
 			case "permission", "permissions", "authorization":
 				perms = p.permissions(f)
 			case "allowed_connection_types", "connection_types", "clients":
-				p.connectionTypes(f)
+				types := p.connectionTypes(f)
+				u.AllowedConnectionTypes, nk.AllowedConnectionTypes = types, types
 			case "proxy_required":
 				if _, ok := p.boolean(f); ok {
 					p.unsupported(f.tk, "users."+f.key)
@@ -180,9 +181,9 @@ func (p *cfgParser) users(e entry) ([]*auth.NkeyUser, []*auth.User) {
 	return nks, users
 }
 
-// connectionTypes accepts allowed_connection_types; natsd serves only STANDARD client
-// connections, so a list without STANDARD shuts the user out, as it would on nats-server.
-func (p *cfgParser) connectionTypes(e entry) {
+// connectionTypes parses allowed_connection_types. natsd serves STANDARD client connections
+// only, so a list without STANDARD shuts the user out (as on nats-server for those clients).
+func (p *cfgParser) connectionTypes(e entry) []string {
 	var names []string
 	switch v := e.v.(type) {
 	case string:
@@ -193,23 +194,26 @@ func (p *cfgParser) connectionTypes(e entry) {
 			str, ok := s.(string)
 			if !ok {
 				p.fail(tk, "error parsing allowed connection types: unsupported type %s", typeName(s))
-				return
+				return nil
 			}
 			names = append(names, str)
 		}
 	default:
 		p.fail(e.tk, "error parsing allowed connection types: unsupported type %s", typeName(e.v))
-		return
+		return nil
 	}
 	for _, n := range names {
 		switch strings.ToUpper(n) {
 		case "STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS":
 		default:
 			p.fail(e.tk, "unknown connection type %q", n)
-			return
+			return nil
 		}
 	}
-	p.unsupported(e.tk, "users."+e.key)
+	if names == nil {
+		names = []string{} // given, but empty: nats-server then allows any type
+	}
+	return names
 }
 
 // permissions parses {publish, subscribe, allow_responses}; publish and subscribe take a
