@@ -28,7 +28,7 @@ type Account struct {
 	rt atomic.Pointer[accountRouting]
 
 	limits atomic.Pointer[AccountLimits]
-	system atomic.Bool // the system account
+	system atomic.Bool  // the system account
 	conns  atomic.Int64 // open client connections bound to it
 	nsubs  atomic.Int64 // subscriptions of its clients (max_subscriptions per account)
 
