@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/natsd/natsd/auth"
 	"github.com/natsd/natsd/outbound"
 	"github.com/natsd/natsd/parser"
 )
@@ -128,3 +129,117 @@ func benchTraffic(b *testing.B, subs int) {
 
 func BenchmarkTrafficNoInterest(b *testing.B) { benchTraffic(b, 0) }
 func BenchmarkTrafficDeliver1(b *testing.B)   { benchTraffic(b, 1) }
+
+// syncExec is an Executor whose tasks run when drained: a stand-in for another reactor's loop.
+type syncExec struct{ tasks []func() }
+
+func (x *syncExec) Execute(f func()) error { x.tasks = append(x.tasks, f); return nil }
+
+func (x *syncExec) run() {
+	for len(x.tasks) > 0 {
+		t := x.tasks[0]
+		x.tasks = x.tasks[1:]
+		t()
+	}
+}
+
+func benchFrames(b *testing.B, frame []byte, r *reactor, pub *client, after func()) {
+	b.Helper()
+	var p parser.Parser
+	p.NoHeaders = false
+	var op parser.Op
+	b.ReportAllocs()
+	b.SetBytes(16)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n, err := p.Next(frame, &op)
+		if err != nil || n != len(frame) {
+			b.Fatal(n, err)
+		}
+		pub.process(&op)
+		if i&63 == 63 {
+			drain(r)
+			if after != nil {
+				after()
+			}
+		}
+	}
+	drain(r)
+}
+
+// BenchmarkPublishQueue4: one message to a queue group of four (one member picked).
+func BenchmarkPublishQueue4(b *testing.B) {
+	r, pub, _ := newBenchEngine(b, 0, "foo")
+	for i := 0; i < 4; i++ {
+		t := &client{r: r, tSlot: -1}
+		if err := t.bind(r.e.global); err != nil {
+			b.Fatal(err)
+		}
+		s := &sub{c: t, acc: r.e.global, subject: "foo", queue: "q", sid: []byte("1")}
+		if err := r.e.global.subs.Insert("foo", "q", s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, nil)
+}
+
+// BenchmarkPublishCrossReactor: the subscriber belongs to another reactor, which gets one
+// wake per batch and flushes there.
+func BenchmarkPublishCrossReactor(b *testing.B) {
+	r, pub, _ := newBenchEngine(b, 0, "foo")
+	x := &syncExec{}
+	r2 := newReactor(r.e, x, 1)
+	peers := []*reactor{r, r2}
+	r.e.peers.Store(&peers)
+	t := &client{r: r2, tSlot: -1, conn: &memConn{}}
+	if err := t.bind(r.e.global); err != nil {
+		b.Fatal(err)
+	}
+	s := &sub{c: t, acc: r.e.global, subject: "foo", sid: []byte("1")}
+	if err := r.e.global.subs.Insert("foo", "", s); err != nil {
+		b.Fatal(err)
+	}
+	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, func() {
+		r.endBatch()
+		x.run()
+	})
+}
+
+// BenchmarkPublishHeadersStripped: an HPUB delivered to a client without header support (MSG
+// with the payload only).
+func BenchmarkPublishHeadersStripped(b *testing.B) {
+	r, pub, _ := newBenchEngine(b, 1, "foo")
+	benchFrames(b, []byte("HPUB foo 12 28\r\nNATS/1.0\r\n\r\n0123456789abcdef\r\n"), r, pub, nil)
+}
+
+// BenchmarkPublishPermFilter: the subscriber's deny list covers part of its wildcard, so each
+// delivery is checked against it.
+func BenchmarkPublishPermFilter(b *testing.B) {
+	r, pub, targets := newBenchEngine(b, 0, "foo")
+	_ = targets
+	t := &client{r: r, tSlot: -1}
+	if err := t.bind(r.e.global); err != nil {
+		b.Fatal(err)
+	}
+	t.setPerms(auth.Compile(&auth.Permissions{Subscribe: &auth.SubjectPermission{Allow: []string{">"}, Deny: []string{"foo.secret"}}}))
+	s := &sub{c: t, acc: r.e.global, subject: "foo.*", sid: []byte("1")}
+	s.filter.Store(true)
+	if err := r.e.global.subs.Insert("foo.*", "", s); err != nil {
+		b.Fatal(err)
+	}
+	benchFrames(b, []byte("PUB foo.bar 16\r\n0123456789abcdef\r\n"), r, pub, nil)
+}
+
+// BenchmarkPublishInternal: the subscriber is an internal client's inline handler.
+func BenchmarkPublishInternal(b *testing.B) {
+	r, pub, _ := newBenchEngine(b, 0, "foo")
+	ic := r.e.NewInternalClient(KindSystem, nil, "bench")
+	n := 0
+	if _, err := ic.Inline("foo", "", func(m *Msg) { n += len(m.Payload()) }); err != nil {
+		b.Fatal(err)
+	}
+	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, nil)
+	if n == 0 {
+		b.Fatal("handler never ran")
+	}
+}
