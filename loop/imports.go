@@ -256,10 +256,9 @@ func withRequestInfo(m *parser.Op, info []byte) {
 // requesters' own reply subjects. Requests add on the requester's reactor and responses look
 // up on the responder's, hence the lock.
 type respTable struct {
-	mu   sync.Mutex
-	n    uint64
-	m    map[string]*svcReply
-	last time.Time
+	mu sync.Mutex
+	n  uint64
+	m  map[string]*svcReply
 }
 
 type svcReply struct {

@@ -190,7 +190,6 @@ type workQueue struct {
 	items   []workItem
 	running bool
 	done    bool
-	wake    chan struct{}
 }
 
 type workItem struct {
