@@ -68,6 +68,17 @@ func (e *Engine) ConfigureAccounts(specs []AccountSpec) error {
 	if e.total.Load() == 0 {
 		e.cid.Store(firstCID - 1 + extra)
 	}
+	// An account the configuration no longer has keeps no imports or mappings (its clients
+	// were closed when their users went; the account itself stays, empty).
+	named := make(map[string]bool, len(specs))
+	for _, sp := range specs {
+		named[sp.Name] = true
+	}
+	for _, a := range e.Accounts() {
+		if !named[a.Name] && a != e.global {
+			specs = append(specs, AccountSpec{Name: a.Name, Limits: noLimits})
+		}
+	}
 	for _, sp := range specs {
 		a := e.account(sp.Name, false)
 		l := sp.Limits
