@@ -137,6 +137,7 @@ func (d *gnetDriver) start() (*net.TCPAddr, error) {
 			d.stop()
 			return nil, err
 		}
+		d.seedKickers()
 		go d.acceptLoop(d.ln)
 	}
 	return d.e.addr, nil
@@ -203,6 +204,9 @@ func boundAddr(eng gnet.Engine) (*net.TCPAddr, error) {
 
 func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if k, ok := gc.Context().(*gnetKicker); ok {
+		if k.r == nil && !d.adopt(k, gc) {
+			return nil, gnet.Close
+		}
 		k.r.kickFd = gc.Fd()
 		return nil, gnet.None
 	}
@@ -216,17 +220,10 @@ func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	el := gc.EventLoop()
 	r := d.e.reactorFor(el, gnetLoop{el})
-	if !r.epollKnown {
-		r.epollKnown = true
-		d.startKicker(r, el)
-		if r.epfd, r.efd = gnetEpollFD(gc); r.epfd < 0 {
-			if d.e.cfg.Log != nil {
-				d.e.cfg.Log.Warnf("Cannot pause reads on this gnet event loop: a stalled publisher's bytes will be buffered")
-			}
-		} else {
-			r.waiting = r.epollWaiting
-		}
+	if r.kick == nil {
+		d.startKicker(r, el) // seeding missed this loop (SO_REUSEPORT, or it failed)
 	}
+	d.discoverEpoll(r, gc)
 	gcn := &gnetConn{Conn: gc, epfd: r.epfd}
 	c, greeting, ok := d.e.open(gcn, r)
 	if !ok {
@@ -235,6 +232,21 @@ func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	gcn.c = c
 	gc.SetContext(gcn)
 	return greeting, gnet.None
+}
+
+// discoverEpoll learns, once per reactor, the epoll instance gc's loop polls.
+func (d *gnetDriver) discoverEpoll(r *reactor, gc gnet.Conn) {
+	if r.epollKnown {
+		return
+	}
+	r.epollKnown = true
+	if r.epfd, r.efd = gnetEpollFD(gc); r.epfd < 0 {
+		if d.e.cfg.Log != nil {
+			d.e.cfg.Log.Warnf("Cannot pause reads on this gnet event loop: a stalled publisher's bytes will be buffered")
+		}
+	} else {
+		r.waiting = r.epollWaiting
+	}
 }
 
 func (d *gnetDriver) OnTraffic(gc gnet.Conn) gnet.Action {

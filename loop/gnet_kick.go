@@ -22,6 +22,59 @@ type gnetKicker struct {
 	wfd int // the end natsd writes to
 }
 
+// seedKickers gives every loop its kicker before the first client arrives: made lazily, a
+// kicker would need four descriptors at the moment the process has run out of them (an accept
+// storm). The sockets are handed out round-robin like clients, one per loop; OnOpen adopts
+// each on the loop it lands on (adopt) and drops any second one a loop receives.
+func (d *gnetDriver) seedKickers() {
+	for i := 0; i < d.e.cfg.Reactors; i++ {
+		ours, theirs, err := kickerPair()
+		if err != nil {
+			d.kickerFailed(err)
+			return
+		}
+		wfd, err := dupNonblock(ours)
+		ours.Close()
+		if err != nil {
+			theirs.Close()
+			d.kickerFailed(err)
+			return
+		}
+		k := &gnetKicker{wfd: wfd}
+		ctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), theirs), k)
+		res, err := d.eng.Register(ctx)
+		if err != nil {
+			theirs.Close()
+			unix.Close(wfd)
+			d.kickerFailed(err)
+			return
+		}
+		if rr, ok := <-res; ok && rr.Err != nil {
+			unix.Close(wfd)
+			d.kickerFailed(rr.Err)
+			return
+		}
+	}
+}
+
+// adopt makes a seeded kicker its loop's own; it reports false for a loop that has one.
+func (d *gnetDriver) adopt(k *gnetKicker, gc gnet.Conn) bool {
+	el := gc.EventLoop()
+	r := d.e.reactorFor(el, gnetLoop{el})
+	if r.kick != nil {
+		unix.Close(k.wfd)
+		return false
+	}
+	k.r = r
+	r.kick = k.kick
+	r.kickFd = gc.Fd()
+	d.discoverEpoll(r, gc)
+	d.mu.Lock()
+	d.kickers = append(d.kickers, k)
+	d.mu.Unlock()
+	return true
+}
+
 // startKicker creates r's kicker and enrolls it on el; until gnet has registered it, kicks
 // wait in the socket. gnet can only enroll a socket with a peer address, so the pair is made
 // through a listener on a temporary path rather than with socketpair(2). Without a kicker the

@@ -196,6 +196,15 @@ func testOutOfFDs(t *testing.T, engine string) {
 	}
 	e := startTestEngine(t, engine, 0)
 	addr := e.Addr().String()
+	if d, ok := e.drv.(*gnetDriver); ok {
+		// Made lazily, a kicker would need descriptors exactly when there are none.
+		d.mu.Lock()
+		n := len(d.kickers)
+		d.mu.Unlock()
+		if n != e.cfg.Reactors {
+			t.Fatalf("%d kickers before the first client, want one per reactor (%d)", n, e.cfg.Reactors)
+		}
+	}
 	fds, err := readDirCount("/proc/self/fd")
 	if err != nil {
 		t.Skip(err)
