@@ -674,3 +674,21 @@ func TestWireSecondConnect(t *testing.T) {
 		}
 	})
 }
+
+// TestWirePedanticWhitespaceSubject: the pedantic publish check looks for empty and wildcard
+// tokens only (nats-server's IsValidLiteralSubject), so a form feed, the one blank a PUB
+// subject can hold besides a CR, draws no -ERR and the message is delivered.
+func TestWirePedanticWhitespaceSubject(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		sub := dialConnected(t, u, "")
+		sub.send("SUB > 1\r\n")
+		sub.expectOpen()
+		r := dialRaw(t, u)
+		r.send(`CONNECT {"verbose":true,"pedantic":true}` + "\r\n")
+		r.expect("+OK\r\n")
+		r.send(pub("a\fb", "", "x") + pub("a\f.*", "", "y") + "PING\r\n")
+		r.expect("+OK\r\n" + errLine("Invalid Publish Subject") + "+OK\r\nPONG\r\n")
+		sub.expect(msg("a\fb", "1", "", "x") + msg("a\f.*", "1", "", "y"))
+	})
+}
