@@ -486,11 +486,22 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 		b = append(b, op.Reply...)
 	}
 	b = append(b, ' ')
-	if hdr > 0 {
+	// The sizes go out as the publisher wrote them ("0005"), as nats-server does, except
+	// where the headers were cut off.
+	switch {
+	case hdr > 0 && len(op.HdrArg) > 0 && len(op.SizeArg) > 0:
+		b = append(b, op.HdrArg...)
+		b = append(b, ' ')
+		b = append(b, op.SizeArg...)
+	case hdr > 0:
 		b = strconv.AppendInt(b, int64(hdr), 10)
 		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+	case op.HdrLen == 0 && len(op.SizeArg) > 0:
+		b = append(b, op.SizeArg...)
+	default:
+		b = strconv.AppendInt(b, int64(len(body)), 10)
 	}
-	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, '\r', '\n')
 	r.scratch = b
 	pending, sched, err := t.out.AppendMsg(b, body, crlf, r.e.cfg.MaxPending)

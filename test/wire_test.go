@@ -692,3 +692,26 @@ func TestWirePedanticWhitespaceSubject(t *testing.T) {
 		sub.expect(msg("a\fb", "1", "", "x") + msg("a\f.*", "1", "", "y"))
 	})
 }
+
+// TestWireSizeAsSent: MSG and HMSG carry the size fields as the publisher wrote them, leading
+// zeros included; only where the headers are cut off for a client without header support is
+// the size computed.
+func TestWireSizeAsSent(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		plain := dialConnected(t, u, "")
+		plain.send("SUB foo 1\r\n")
+		plain.expectOpen()
+		hs := dialConnected(t, u, `"headers":true`)
+		hs.send("SUB foo 2\r\n")
+		hs.expectOpen()
+		p := dialConnected(t, u, `"headers":true`)
+		p.send("PUB foo 0005\r\nhello\r\n" + "PUB foo r 00\r\n\r\n" +
+			"HPUB foo 012 0014\r\nNATS/1.0\r\n\r\nhi\r\n" + "HPUB foo r 0 02\r\nhi\r\n" + "PING\r\n")
+		p.expect("PONG\r\n")
+		plain.expect("MSG foo 1 0005\r\nhello\r\n" + "MSG foo 1 r 00\r\n\r\n" +
+			"MSG foo 1 2\r\nhi\r\n" + "MSG foo 1 r 02\r\nhi\r\n")
+		hs.expect("MSG foo 2 0005\r\nhello\r\n" + "MSG foo 2 r 00\r\n\r\n" +
+			"HMSG foo 2 012 0014\r\nNATS/1.0\r\n\r\nhi\r\n" + "MSG foo 2 r 02\r\nhi\r\n")
+	})
+}
