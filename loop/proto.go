@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/natsd/natsd/auth"
@@ -527,18 +528,19 @@ func (c *client) deliver(s *sub, op *parser.Op) bool {
 // sendNoResponders answers a request nobody listens to with a 503 status, as nats-server does
 // for clients that asked for it.
 func (c *client) sendNoResponders(op *parser.Op) {
-	// The reply subject is the publisher's own inbox; find the sid it is subscribed with.
+	// The reply subject is the publisher's own inbox; find the sid it is subscribed with:
+	// of several, the one nats-server's sublist lists first.
 	res := c.r.cache.Match(op.Reply)
-	var sid []byte
+	var best *sub
 	for _, s := range res.Plain {
-		if s.c == c {
-			sid = s.sid
-			break
+		if s.c == c && (best == nil || matchesFirst(s.subject, best.subject)) {
+			best = s
 		}
 	}
-	if sid == nil {
+	if best == nil {
 		return
 	}
+	sid := best.sid
 	b := c.r.scratch[:0]
 	const hdr = "NATS/1.0 503\r\nNats-Subject: "
 	hl := len(hdr) + len(op.Subject) + 4
@@ -555,6 +557,44 @@ func (c *client) sendNoResponders(op *parser.Op) {
 	b = append(b, "\r\n\r\n\r\n"...)
 	c.r.scratch = b
 	c.send(b)
+}
+
+// matchesFirst reports whether subscription subject a comes before b (both matching one
+// published subject) in the order nats-server's sublist walk yields them: at each level a
+// '>' first, then what follows a '*', then the literal token, except at the last level,
+// where the literal comes before the '*'. Equal subjects share a node, whose order
+// nats-server leaves to a map.
+func matchesFirst(a, b string) bool {
+	for a != "" && b != "" {
+		ta, ra, more := strings.Cut(a, ".")
+		tb, rb, _ := strings.Cut(b, ".")
+		ka, kb := tokenRank(ta, !more), tokenRank(tb, !more)
+		if ka != kb {
+			return ka < kb
+		}
+		if ta == ">" {
+			return false
+		}
+		a, b = ra, rb
+	}
+	return false
+}
+
+// tokenRank orders a subscription token against the others that match the same published
+// token; last is set at the published subject's last token.
+func tokenRank(t string, last bool) int {
+	switch {
+	case t == ">":
+		return 0
+	case t == "*" && last:
+		return 2
+	case t == "*":
+		return 1
+	case last:
+		return 1
+	default:
+		return 2
+	}
 }
 
 // flush writes everything queued for c with one writev; runs on c's reactor.
