@@ -444,7 +444,7 @@ func withoutSid(text string) (string, bool) {
 func queueKey(text string) string {
 	f, rest, _ := msgFields(text)
 	f[2] = "Q"
-	if f[0] == "HMSG" && len(f) >= 6 {
+	if f[0] == "HMSG" && len(f) >= 5 {
 		hdr, err1 := strconv.Atoi(f[len(f)-2])
 		total, err2 := strconv.Atoi(f[len(f)-1])
 		if err1 == nil && err2 == nil && hdr <= len(rest) && hdr <= total {
@@ -735,4 +735,37 @@ func FuzzSession(f *testing.F) {
 			t.Fatalf("natsd and nats-server differ\n%s%s", s.describe(), d)
 		}
 	})
+}
+
+// TestSessionNormalize pins what the comparator treats as the same answer.
+func TestSessionNormalize(t *testing.T) {
+	h := hdr("Foo: bar")
+	for _, tc := range []struct{ a, b string }{
+		{hmsg("foo", "Q3", "", h, "payload"), msg("foo", "Q1", "", "payload")},
+		{hmsg("foo", "Q3", "r", h, "payload"), msg("foo", "Q2", "r", "payload")},
+	} {
+		if ka, kb := queueKey(tc.a), queueKey(tc.b); ka != kb {
+			t.Errorf("queue deliveries %q and %q count apart: %q, %q", tc.a, tc.b, ka, kb)
+		}
+	}
+	pl := &plan{ambiguous: []map[string]bool{{"_INBOX.a": true}}}
+	tr := func(frames ...string) *transcript {
+		var fs []frame
+		for _, f := range frames {
+			fs = append(fs, frame{1, f})
+		}
+		return &transcript{conns: [][]frame{fs}}
+	}
+	nr := "NATS/1.0 503\r\n\r\n"
+	a := normalize(tr(`INFO {"server_id":"A","port":1,"max_payload":5} `+"\r\n", msg("foo", "1", "", "x"), msg("foo", "2", "", "x"),
+		errLine("Invalid Publish Subject"), errLine("Invalid Publish Subject"), "PING\r\n", hmsg("_INBOX.a", "4", "", nr, "")), pl)
+	b := normalize(tr(`INFO {"server_id":"B","port":2,"max_payload":5} `+"\r\n", msg("foo", "2", "", "x"), msg("foo", "1", "", "x"),
+		errLine("Invalid Publish Subject"), hmsg("_INBOX.a", "6", "", nr, "")), pl)
+	if d := diff(a, b, "a", "b"); d != "" {
+		t.Errorf("normalised transcripts differ:\n%s", d)
+	}
+	c := normalize(tr(`INFO {"server_id":"B","port":2,"max_payload":6} `+"\r\n"), pl)
+	if d := diff(a, c, "a", "c"); d == "" {
+		t.Error("a different max_payload went unnoticed")
+	}
 }
