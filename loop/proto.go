@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/natsd/natsd/auth"
@@ -39,8 +40,14 @@ func (c *client) process(op *parser.Op) {
 		}
 	case parser.KindConnect:
 		c.processConnect(op.Arg)
-	case parser.KindOK, parser.KindInfo:
-		// nats-server accepts both from clients and ignores them.
+	case parser.KindOK:
+		// nats-server accepts it from clients and ignores it.
+	case parser.KindInfo:
+		// nats-server unmarshals a client's INFO, closing on JSON it cannot take, and
+		// ignores the rest.
+		if json.Unmarshal(op.Arg, &peerInfo{}) != nil {
+			c.closeWithErr("", closeProtocol)
+		}
 	case parser.KindErr:
 		c.closeWithErr("", closeParse)
 	default:
@@ -133,11 +140,12 @@ func (c *client) processConnect(arg []byte) {
 	// Every CONNECT restarts the keepalive with the short first PING.
 	c.nextPing = now + int64(min(firstPingDelay, c.r.e.cfg.PingInterval))
 	c.rearm(now)
-	o := c.currentOpts()
-	if err := json.Unmarshal(arg, &o); err != nil {
+	j := connectJSON{connectOpts: c.currentOpts()}
+	if err := json.Unmarshal(arg, &j); err != nil {
 		c.closeWithErr("", closeProtocol)
 		return
 	}
+	o := j.connectOpts
 	if c.connected {
 		c.dropSubs()
 	}
@@ -157,6 +165,80 @@ func (c *client) processConnect(arg []byte) {
 		c.au.creds = &auth.Creds{User: o.User, Pass: o.Pass, Token: o.Token, Nkey: o.Nkey, Sig: o.Sig, Nonce: c.au.nonce}
 	}
 	c.applyConnect(&o)
+}
+
+// connectJSON is CONNECT's JSON with the fields nats-server's client options have beyond
+// connectOpts, which natsd does not use but nats-server unmarshals: a value of the wrong type
+// in any of them (`"tls_required":"x"`) fails the CONNECT, as in nats-server.
+type connectJSON struct {
+	connectOpts
+	TLSRequired   bool          `json:"tls_required"`
+	JWT           string        `json:"jwt"`
+	Import        *subjectPerms `json:"import"`
+	Export        *subjectPerms `json:"export"`
+	RemoteAccount string        `json:"remote_account"`
+	ProxySig      string        `json:"proxy_sig"`
+}
+
+type subjectPerms struct {
+	Allow []string `json:"allow"`
+	Deny  []string `json:"deny"`
+}
+
+// peerInfo has the JSON fields and types of nats-server's INFO, for a client's INFO to be
+// refused exactly when nats-server's unmarshalling refuses it (a wrong type, a number out of
+// range, gateway_cmd_payload that is not base64).
+type peerInfo struct {
+	ServerID          string        `json:"server_id"`
+	ServerName        string        `json:"server_name"`
+	Version           string        `json:"version"`
+	Proto             int           `json:"proto"`
+	GitCommit         string        `json:"git_commit"`
+	Go                string        `json:"go"`
+	Host              string        `json:"host"`
+	Port              int           `json:"port"`
+	Headers           bool          `json:"headers"`
+	AuthRequired      bool          `json:"auth_required"`
+	TLSRequired       bool          `json:"tls_required"`
+	TLSVerify         bool          `json:"tls_verify"`
+	TLSAvailable      bool          `json:"tls_available"`
+	MaxPayload        int32         `json:"max_payload"`
+	JetStream         bool          `json:"jetstream"`
+	IP                string        `json:"ip"`
+	ClientID          uint64        `json:"client_id"`
+	ClientIP          string        `json:"client_ip"`
+	Nonce             string        `json:"nonce"`
+	Cluster           string        `json:"cluster"`
+	ClusterDynamic    bool          `json:"cluster_dynamic"`
+	Domain            string        `json:"domain"`
+	ConnectURLs       []string      `json:"connect_urls"`
+	WSConnectURLs     []string      `json:"ws_connect_urls"`
+	LameDuck          bool          `json:"ldm"`
+	Compression       string        `json:"compression"`
+	ConnectInfo       bool          `json:"connect_info"`
+	RemoteAccount     string        `json:"remote_account"`
+	IsSystemAccount   bool          `json:"acc_is_sys"`
+	APILevel          int           `json:"api_lvl"`
+	Import            *subjectPerms `json:"import"`
+	Export            *subjectPerms `json:"export"`
+	LNOC              bool          `json:"lnoc"`
+	LNOCU             bool          `json:"lnocu"`
+	LN                bool          `json:"ln"`
+	InfoOnConnect     bool          `json:"info_on_connect"`
+	RoutePoolSize     int           `json:"route_pool_size"`
+	RoutePoolIdx      int           `json:"route_pool_idx"`
+	RouteAccount      string        `json:"route_account"`
+	RouteAccReqID     string        `json:"route_acc_add_reqid"`
+	GossipMode        byte          `json:"gossip_mode"`
+	Gateway           string        `json:"gateway"`
+	GatewayURLs       []string      `json:"gateway_urls"`
+	GatewayURL        string        `json:"gateway_url"`
+	GatewayCmd        byte          `json:"gateway_cmd"`
+	GatewayCmdPayload []byte        `json:"gateway_cmd_payload"`
+	GatewayNRP        bool          `json:"gateway_nrp"`
+	GatewayIOM        bool          `json:"gateway_iom"`
+	LeafNodeURLs      []string      `json:"leafnode_urls"`
+	XKey              string        `json:"xkey"`
 }
 
 // currentOpts is what the connection's options are now, for a CONNECT to change: before the
@@ -337,18 +419,19 @@ func (c *client) processPub(op *parser.Op) {
 // sendNoResponders answers a request nobody listens to with a 503 status, as nats-server does
 // for clients that asked for it.
 func (c *client) sendNoResponders(op *parser.Op) {
-	// The reply subject is the publisher's own inbox; find the sid it is subscribed with.
+	// The reply subject is the publisher's own inbox; find the sid it is subscribed with:
+	// of several, the one nats-server's sublist lists first.
 	res := c.cache.Match(op.Reply)
-	var sid []byte
+	var best *sub
 	for _, s := range res.Plain {
-		if s.c == c {
-			sid = s.sid
-			break
+		if s.c == c && (best == nil || matchesFirst(s.subject, best.subject)) {
+			best = s
 		}
 	}
-	if sid == nil {
+	if best == nil {
 		return
 	}
+	sid := best.sid
 	b := c.r.scratch[:0]
 	const hdr = "NATS/1.0 503\r\nNats-Subject: "
 	hl := len(hdr) + len(op.Subject) + 4
@@ -365,6 +448,44 @@ func (c *client) sendNoResponders(op *parser.Op) {
 	b = append(b, "\r\n\r\n\r\n"...)
 	c.r.scratch = b
 	c.send(b)
+}
+
+// matchesFirst reports whether subscription subject a comes before b (both matching one
+// published subject) in the order nats-server's sublist walk yields them: at each level a
+// '>' first, then what follows a '*', then the literal token, except at the last level,
+// where the literal comes before the '*'. Equal subjects share a node, whose order
+// nats-server leaves to a map.
+func matchesFirst(a, b string) bool {
+	for a != "" && b != "" {
+		ta, ra, more := strings.Cut(a, ".")
+		tb, rb, _ := strings.Cut(b, ".")
+		ka, kb := tokenRank(ta, !more), tokenRank(tb, !more)
+		if ka != kb {
+			return ka < kb
+		}
+		if ta == ">" {
+			return false
+		}
+		a, b = ra, rb
+	}
+	return false
+}
+
+// tokenRank orders a subscription token against the others that match the same published
+// token; last is set at the published subject's last token.
+func tokenRank(t string, last bool) int {
+	switch {
+	case t == ">":
+		return 0
+	case t == "*" && last:
+		return 2
+	case t == "*":
+		return 1
+	case last:
+		return 1
+	default:
+		return 2
+	}
 }
 
 // flush writes everything queued for c with one writev; runs on c's reactor.

@@ -192,11 +192,22 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 		b = append(b, m.Reply...)
 	}
 	b = append(b, ' ')
-	if hdr > 0 {
+	// The sizes go out as the publisher wrote them ("0005"), as nats-server does, except
+	// where the headers were cut off.
+	switch {
+	case hdr > 0 && len(m.HdrArg) > 0 && len(m.SizeArg) > 0:
+		b = append(b, m.HdrArg...)
+		b = append(b, ' ')
+		b = append(b, m.SizeArg...)
+	case hdr > 0:
 		b = strconv.AppendInt(b, int64(hdr), 10)
 		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+	case m.HdrLen == 0 && len(m.SizeArg) > 0:
+		b = append(b, m.SizeArg...)
+	default:
+		b = strconv.AppendInt(b, int64(len(body)), 10)
 	}
-	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, '\r', '\n')
 	r.scratch = b
 	pending, sched, err := t.out.AppendMsg(b, body, crlf, r.e.cfg.MaxPending)

@@ -53,6 +53,9 @@ type Op struct {
 	Max     int    // UNSUB max; 0 if absent (or unparsable: nats-server then unsubscribes at once, as for 0)
 	HdrLen  int    // header bytes at the start of Msg for HPUB/HMSG; 0 otherwise
 	Msg     []byte // the whole message body (headers + payload), without the trailing \r\n
+	// The size fields as sent ("0005" is a size of 5): nats-server writes them back as they
+	// came in the MSG/HMSG it delivers.
+	SizeArg, HdrArg []byte
 }
 
 // Mode selects which side of the protocol is parsed.
@@ -414,10 +417,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindPub:
 		switch split(arg, &a, sepWS) {
 		case 2:
-			o = Op{Kind: kind, Subject: a[0]}
+			o = Op{Kind: kind, Subject: a[0], SizeArg: a[1]}
 			size = parseSize(a[1])
 		case 3:
-			o = Op{Kind: kind, Subject: a[0], Reply: a[1]}
+			o = Op{Kind: kind, Subject: a[0], Reply: a[1], SizeArg: a[2]}
 			size = parseSize(a[2])
 		default:
 			return 0, ErrProtocol
@@ -428,10 +431,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 		}
 		switch split(arg, &a, sepWS) {
 		case 3:
-			o = Op{Kind: kind, Subject: a[0]}
+			o = Op{Kind: kind, Subject: a[0], HdrArg: a[1], SizeArg: a[2]}
 			hdr, size = parseSize(a[1]), parseSize(a[2])
 		case 4:
-			o = Op{Kind: kind, Subject: a[0], Reply: a[1]}
+			o = Op{Kind: kind, Subject: a[0], Reply: a[1], HdrArg: a[2], SizeArg: a[3]}
 			hdr, size = parseSize(a[2]), parseSize(a[3])
 		default:
 			return 0, ErrProtocol
@@ -442,10 +445,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindMsg:
 		switch split(arg, &a, sepCRLF) {
 		case 3:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1]}
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1], SizeArg: a[2]}
 			size = parseSize(a[2])
 		case 4:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2]}
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2], SizeArg: a[3]}
 			size = parseSize(a[3])
 		default:
 			return 0, ErrProtocol
@@ -453,10 +456,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindHMsg:
 		switch split(arg, &a, sepCRLF) {
 		case 4:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1]}
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1], HdrArg: a[2], SizeArg: a[3]}
 			hdr, size = parseSize(a[2]), parseSize(a[3])
 		case 5:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2]}
+			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2], HdrArg: a[3], SizeArg: a[4]}
 			hdr, size = parseSize(a[3]), parseSize(a[4])
 		default:
 			return 0, ErrProtocol

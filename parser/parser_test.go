@@ -74,13 +74,22 @@ func checkStep(t testing.TB, p *Parser, buf []byte, op *Op, n int, err error) {
 		if op.Kind == KindNone {
 			t.Fatalf("n=%d with no kind", n)
 		}
-		for _, s := range [][]byte{op.Subject, op.Reply, op.Queue, op.Sid, op.Arg, op.Msg} {
+		for _, s := range [][]byte{op.Subject, op.Reply, op.Queue, op.Sid, op.Arg, op.Msg, op.SizeArg, op.HdrArg} {
 			if !within(buf[:n], s) {
 				t.Fatalf("op field %q does not alias the consumed bytes", s)
 			}
 		}
 		if op.HdrLen < 0 || op.HdrLen > len(op.Msg) {
 			t.Fatalf("HdrLen %d outside Msg of %d", op.HdrLen, len(op.Msg))
+		}
+		switch op.Kind {
+		case KindPub, KindHPub, KindMsg, KindHMsg:
+			if parseSize(op.SizeArg) != len(op.Msg) {
+				t.Fatalf("SizeArg %q for a body of %d", op.SizeArg, len(op.Msg))
+			}
+		}
+		if hdrOp := op.Kind == KindHPub || op.Kind == KindHMsg; hdrOp != (op.HdrArg != nil) || hdrOp && parseSize(op.HdrArg) != op.HdrLen {
+			t.Fatalf("HdrArg %q for %v with HdrLen %d", op.HdrArg, op.Kind, op.HdrLen)
 		}
 	}
 	if n == 0 && err == nil && p.Need() != 0 && p.Need() <= len(buf) {
@@ -584,6 +593,28 @@ func TestPayloadEndKeepsOp(t *testing.T) {
 			if op.Kind != tc.kind || string(op.Subject) != tc.subj || string(op.Reply) != tc.reply || op.Msg != nil {
 				t.Fatalf("%q cut %d: op %v", tc.in, cut, toR(&op))
 			}
+		}
+	}
+}
+
+// TestSizeArgs: the size fields are handed back as sent, leading zeros and all, for the
+// connection layer to write into MSG/HMSG as nats-server does.
+func TestSizeArgs(t *testing.T) {
+	for _, tc := range []struct {
+		in, size, hdr string
+	}{
+		{"PUB foo 0005\r\nhello\r\n", "0005", ""},
+		{"PUB foo r 5\r\nhello\r\n", "5", ""},
+		{"HPUB foo 012 014\r\nNATS/1.0\r\n\r\nhi\r\n", "014", "012"},
+		{"HPUB foo r 0 2\r\nhi\r\n", "2", "0"},
+	} {
+		var p Parser
+		var op Op
+		if n, err := p.Next([]byte(tc.in), &op); n != len(tc.in) || err != nil {
+			t.Fatalf("%q: n=%d err=%v", tc.in, n, err)
+		}
+		if string(op.SizeArg) != tc.size || string(op.HdrArg) != tc.hdr {
+			t.Errorf("%q: SizeArg %q HdrArg %q, want %q %q", tc.in, op.SizeArg, op.HdrArg, tc.size, tc.hdr)
 		}
 	}
 }

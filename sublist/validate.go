@@ -39,7 +39,7 @@ func validSubject[S ~string | ~[]byte](s S, literal bool) bool {
 			start = i + 1
 			continue
 		}
-		if isSpace(s[i]) {
+		if !literal && isSpace(s[i]) {
 			return false
 		}
 	}
@@ -51,9 +51,11 @@ func validSubject[S ~string | ~[]byte](s S, literal bool) bool {
 // the last token, no whitespace.
 func ValidSubject(subject []byte) bool { return validSubject(subject, false) }
 
-// ValidLiteralSubject reports whether subject is a valid subject with no
+// ValidLiteralSubject reports whether subject has non-empty tokens and no
 // wildcard tokens, which is what pedantic mode demands of a publish subject.
-// "foo*" is literal and therefore accepted.
+// "foo*" is literal and therefore accepted. Like nats-server's
+// IsValidLiteralSubject it does not look for whitespace: a PUB subject holds
+// none but CR or form feed ("a\fb"), which nats-server lets through.
 func ValidLiteralSubject(subject []byte) bool { return validSubject(subject, true) }
 
 // ValidQueue reports whether q is usable as a queue group name: non-empty and

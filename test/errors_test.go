@@ -77,6 +77,22 @@ func TestWireErrors(t *testing.T) {
 		{name: "SUB no args", in: "SUB\r\n", want: errLine("Unknown Protocol Operation"), closed: true},
 		{name: "UNSUB three args", in: "UNSUB 1 2 3\r\n", closed: true},
 		{name: "invalid CONNECT JSON", connect: `{bad json`, closed: true},
+		// CONNECT is unmarshalled into all of nats-server's client options: a value of the wrong
+		// type fails it even in a field natsd does not use.
+		{name: "CONNECT tls_required not a bool", connect: `{"verbose":false,"pedantic":false,"tls_required":"x"}`, closed: true},
+		{name: "CONNECT jwt not a string", connect: `{"verbose":false,"pedantic":false,"jwt":1}`, closed: true},
+		{name: "CONNECT import not an object", connect: `{"verbose":false,"pedantic":false,"import":"x"}`, closed: true},
+		{name: "CONNECT export allow not a list", connect: `{"verbose":false,"pedantic":false,"export":{"allow":5}}`, closed: true},
+		{name: "CONNECT remote_account not a string", connect: `{"verbose":false,"pedantic":false,"remote_account":7}`, closed: true},
+		{name: "CONNECT proxy_sig not a string", connect: `{"verbose":false,"pedantic":false,"proxy_sig":false}`, closed: true},
+		{name: "CONNECT those fields well typed", connect: `{"verbose":false,"pedantic":false,"tls_required":false,"jwt":"x","import":{"allow":["a"]},"export":{"deny":["b"]},"remote_account":"A","proxy_sig":"s"}`},
+		// A client's INFO is unmarshalled as nats-server's INFO and otherwise ignored.
+		{name: "client INFO bad JSON", in: "INFO {bad\r\n", closed: true},
+		{name: "client INFO port not a number", in: `INFO {"port":"x"}` + "\r\n", closed: true},
+		{name: "client INFO max_payload beyond int32", in: `INFO {"max_payload":4294967296}` + "\r\n", closed: true},
+		{name: "client INFO client_id negative", in: `INFO {"client_id":-1}` + "\r\n", closed: true},
+		{name: "client INFO gateway_cmd_payload not base64", in: `INFO {"gateway_cmd_payload":"!"}` + "\r\n", closed: true},
+		{name: "client INFO unknown and well-typed fields", in: `INFO {"foo":[1,{}],"server_id":"x","port":1,"connect_urls":["a"]}` + "\r\n"},
 		{name: "HPUB without headers", in: "HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", closed: true},
 		{name: "HPUB header size > total", connect: `{"verbose":false,"pedantic":false,"headers":true}`, in: "HPUB foo 14 12\r\n", closed: true},
 		{name: "client -ERR", in: "-ERR 'bye'\r\n", closed: true},

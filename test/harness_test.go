@@ -86,7 +86,7 @@ func portOf(t *testing.T, u string) int {
 	return p
 }
 
-func hostPort(t *testing.T, u string) string {
+func hostPort(t testing.TB, u string) string {
 	t.Helper()
 	pu, err := url.Parse(u)
 	if err != nil {
@@ -96,7 +96,7 @@ func hostPort(t *testing.T, u string) string {
 }
 
 // retryStart retries start-up a few times: a fixed port may still be held briefly after a stop.
-func retryStart(t *testing.T, cfg Config, f func() error) {
+func retryStart(t testing.TB, cfg Config, f func() error) {
 	t.Helper()
 	var err error
 	for i := 0; i < 50; i++ {
@@ -111,6 +111,16 @@ func retryStart(t *testing.T, cfg Config, f func() error) {
 }
 
 func startNatsServer(t *testing.T, cfg Config) (string, func()) {
+	t.Helper()
+	s := newNatsServer(t, cfg)
+	return s.ClientURL(), func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+}
+
+// newNatsServer starts nats-server with cfg; the caller shuts it down.
+func newNatsServer(t testing.TB, cfg Config) *natsserver.Server {
 	t.Helper()
 	port := cfg.Port
 	if port == 0 {
@@ -144,13 +154,17 @@ func startNatsServer(t *testing.T, cfg Config) (string, func()) {
 		}
 		return nil
 	})
-	return s.ClientURL(), func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	}
+	return s
 }
 
 func startNatsd(t *testing.T, cfg Config) (string, func()) {
+	t.Helper()
+	s := newNatsd(t, cfg)
+	return s.ClientURL(), s.Shutdown
+}
+
+// newNatsd starts natsd with cfg (on NATSD_ENGINE's engine); the caller shuts it down.
+func newNatsd(t testing.TB, cfg Config) *server.Server {
 	t.Helper()
 	port := cfg.Port
 	if port == 0 {
@@ -183,7 +197,7 @@ func startNatsd(t *testing.T, cfg Config) (string, func()) {
 		}
 		return s.Start()
 	})
-	return s.ClientURL(), s.Shutdown
+	return s
 }
 
 // fixedPort is for tests that restart a target: it returns cfg with the port fixed

@@ -679,3 +679,79 @@ func TestWireSecondConnect(t *testing.T) {
 		}
 	})
 }
+
+// TestWirePedanticWhitespaceSubject: the pedantic publish check looks for empty and wildcard
+// tokens only (nats-server's IsValidLiteralSubject), so a form feed, the one blank a PUB
+// subject can hold besides a CR, draws no -ERR and the message is delivered.
+func TestWirePedanticWhitespaceSubject(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		sub := dialConnected(t, u, "")
+		sub.send("SUB > 1\r\n")
+		sub.expectOpen()
+		r := dialRaw(t, u)
+		r.send(`CONNECT {"verbose":true,"pedantic":true}` + "\r\n")
+		r.expect("+OK\r\n")
+		r.send(pub("a\fb", "", "x") + pub("a\f.*", "", "y") + "PING\r\n")
+		r.expect("+OK\r\n" + errLine("Invalid Publish Subject") + "+OK\r\nPONG\r\n")
+		sub.expect(msg("a\fb", "1", "", "x") + msg("a\f.*", "1", "", "y"))
+	})
+}
+
+// TestWireSizeAsSent: MSG and HMSG carry the size fields as the publisher wrote them, leading
+// zeros included; only where the headers are cut off for a client without header support is
+// the size computed.
+func TestWireSizeAsSent(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		u := tg.run(t, Config{})
+		plain := dialConnected(t, u, "")
+		plain.send("SUB foo 1\r\n")
+		plain.expectOpen()
+		hs := dialConnected(t, u, `"headers":true`)
+		hs.send("SUB foo 2\r\n")
+		hs.expectOpen()
+		p := dialConnected(t, u, `"headers":true`)
+		p.send("PUB foo 0005\r\nhello\r\n" + "PUB foo r 00\r\n\r\n" +
+			"HPUB foo 012 0014\r\nNATS/1.0\r\n\r\nhi\r\n" + "HPUB foo r 0 02\r\nhi\r\n" + "PING\r\n")
+		p.expect("PONG\r\n")
+		plain.expect("MSG foo 1 0005\r\nhello\r\n" + "MSG foo 1 r 00\r\n\r\n" +
+			"MSG foo 1 2\r\nhi\r\n" + "MSG foo 1 r 02\r\nhi\r\n")
+		hs.expect("MSG foo 2 0005\r\nhello\r\n" + "MSG foo 2 r 00\r\n\r\n" +
+			"HMSG foo 2 012 0014\r\nNATS/1.0\r\n\r\nhi\r\n" + "MSG foo 2 r 02\r\nhi\r\n")
+	})
+}
+
+// TestWireNoRespondersSid: when several of the requester's subscriptions match the reply
+// subject, the 503 goes to the one nats-server's sublist walk meets first: at each level a
+// '>' before what follows a '*' before the literal token, but at the last level the literal
+// before the '*'. (Each reply subject is matched here for the first time: once nats-server has
+// cached a match result, later subscriptions are appended to it, and two on the same subject
+// come in map order.)
+func TestWireNoRespondersSid(t *testing.T) {
+	cases := []struct {
+		subs  []string // subject sid
+		reply string
+		sid   string
+	}{
+		{[]string{"a1.* 1", "a1.x 2"}, "a1.x", "2"},
+		{[]string{"a1b.x 2", "a1b.* 1"}, "a1b.x", "2"},
+		{[]string{"i2.b2 4", "*.b2 3"}, "i2.b2", "3"},
+		{[]string{"c3.p.x 7", "c3.p.> 5", "c3.*.x 6"}, "c3.p.x", "6"},
+		{[]string{"e4.x 11", "e4.* 12", "e4.> 10"}, "e4.x", "10"},
+		{[]string{"f5.*.* 14", "f5.g.* 13"}, "f5.g.h", "14"},
+	}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		for _, tc := range cases {
+			t.Run(tc.reply, func(t *testing.T) {
+				u := tg.run(t, Config{})
+				r := dialConnected(t, u, `"headers":true,"no_responders":true`)
+				for _, s := range tc.subs {
+					r.send("SUB " + s + "\r\n")
+				}
+				r.send(pub("nobody", tc.reply, "") + "PING\r\n")
+				h := "NATS/1.0 503\r\nNats-Subject: nobody\r\n\r\n"
+				r.expect(hmsg(tc.reply, tc.sid, "", h, "") + "PONG\r\n")
+			})
+		}
+	})
+}
