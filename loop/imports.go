@@ -260,7 +260,7 @@ func withRequestInfo(m *parser.Op, info []byte) {
 	hl := len(b)
 	b = append(b, m.Msg[m.HdrLen:]...)
 	m.Msg, m.HdrLen = b, hl
-	m.SizeArg, m.HdrArg = nil, nil // the sizes changed
+	m.SizeWidth, m.HdrWidth = 0, 0 // the sizes changed
 	m.Kind = parser.KindHPub
 }
 

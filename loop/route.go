@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/natsd/natsd/outbound"
@@ -194,19 +193,14 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 	b = append(b, ' ')
 	// The sizes go out as the publisher wrote them ("0005"), as nats-server does, except
 	// where the headers were cut off.
-	switch {
-	case hdr > 0 && len(m.HdrArg) > 0 && len(m.SizeArg) > 0:
-		b = append(b, m.HdrArg...)
+	if hdr > 0 {
+		b = parser.AppendSize(b, hdr, m.HdrWidth)
 		b = append(b, ' ')
-		b = append(b, m.SizeArg...)
-	case hdr > 0:
-		b = strconv.AppendInt(b, int64(hdr), 10)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(len(body)), 10)
-	case m.HdrLen == 0 && len(m.SizeArg) > 0:
-		b = append(b, m.SizeArg...)
-	default:
-		b = strconv.AppendInt(b, int64(len(body)), 10)
+	}
+	if hdr == m.HdrLen {
+		b = parser.AppendSize(b, len(body), m.SizeWidth)
+	} else {
+		b = parser.AppendSize(b, len(body), 0) // the headers were cut off: a new size
 	}
 	b = append(b, '\r', '\n')
 	r.scratch = b

@@ -9,7 +9,10 @@
 // Framing, errors and limits follow nats-server v2.15.2 (see reference/protocol.md §1, §6).
 package parser
 
-import "bytes"
+import (
+	"bytes"
+	"slices"
+)
 
 // Kind identifies a protocol operation.
 type Kind uint8
@@ -44,18 +47,65 @@ func (k Kind) String() string {
 // Op is one parsed operation. All slices alias the caller's buffer and are valid only until
 // the caller discards those bytes.
 type Op struct {
-	Kind    Kind
-	Subject []byte
-	Reply   []byte
-	Queue   []byte
-	Sid     []byte
-	Arg     []byte // CONNECT/INFO JSON (trimmed), -ERR text (without the quotes)
-	Max     int    // UNSUB max; 0 if absent (or unparsable: nats-server then unsubscribes at once, as for 0)
-	HdrLen  int    // header bytes at the start of Msg for HPUB/HMSG; 0 otherwise
-	Msg     []byte // the whole message body (headers + payload), without the trailing \r\n
-	// The size fields as sent ("0005" is a size of 5): nats-server writes them back as they
-	// came in the MSG/HMSG it delivers.
-	SizeArg, HdrArg []byte
+	Kind Kind
+	// The widths of the size fields written with leading zeros ("0005" is a size of 5 in 4
+	// digits): nats-server writes them back as they came in the MSG/HMSG it delivers. The
+	// digits follow from the sizes (AppendSize); 0 means none to keep.
+	SizeWidth, HdrWidth uint8
+	Subject             []byte
+	Reply               []byte
+	Queue               []byte
+	Sid                 []byte
+	Arg                 []byte // CONNECT/INFO JSON (trimmed), -ERR text (without the quotes)
+	Max                 int    // UNSUB max; 0 if absent (or unparsable: nats-server then unsubscribes at once, as for 0)
+	HdrLen              int    // header bytes at the start of Msg for HPUB/HMSG; 0 otherwise
+	Msg                 []byte // the whole message body (headers + payload), without the trailing \r\n
+}
+
+// AppendSize appends v (at least 0) in decimal, left-padded with zeros to width digits.
+// Every delivery formats its size: in place, this costs a fraction of strconv's general path.
+func AppendSize(b []byte, v int, width uint8) []byte {
+	u := uint(v) // unsigned: a division by 10 is then a multiply and a shift
+	if width == 0 {
+		switch {
+		case u < 10:
+			return append(b, byte('0'+u))
+		case u < 100:
+			return append(b, digits2[2*u], digits2[2*u+1])
+		case u < 1000:
+			t := u % 100
+			return append(b, byte('0'+u/100), digits2[2*t], digits2[2*t+1])
+		}
+	}
+	n := 1
+	for x := u; x >= 10; x /= 10 {
+		n++
+	}
+	n = max(n, int(width))
+	l := len(b)
+	if cap(b)-l < n {
+		b = slices.Grow(b, n)
+	}
+	b = b[:l+n]
+	for i := l + n - 1; i >= l; i-- {
+		b[i] = byte('0' + u%10)
+		u /= 10
+	}
+	return b
+}
+
+const digits2 = "00010203040506070809" + "10111213141516171819" + "20212223242526272829" +
+	"30313233343536373839" + "40414243444546474849" + "50515253545556575859" +
+	"60616263646566676869" + "70717273747576777879" + "80818283848586878889" +
+	"90919293949596979899"
+
+// padWidth is a size field's width when it has leading zeros, else 0: the common case
+// then costs a delivery nothing beyond formatting the size.
+func padWidth(d []byte) uint8 {
+	if len(d) > 1 && d[0] == '0' {
+		return uint8(len(d))
+	}
+	return 0
 }
 
 // Mode selects which side of the protocol is parsed.
@@ -376,7 +426,7 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	}
 
 	var a [maxArgs][]byte
-	var o Op
+	o := Op{Kind: kind}
 	var size, hdr int
 	switch kind {
 	case KindConnect, KindInfo:
@@ -395,9 +445,9 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindSub:
 		switch split(arg, &a, sepCRLF) {
 		case 2:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1]}
+			o.Subject, o.Sid = a[0], a[1]
 		case 3:
-			o = Op{Kind: kind, Subject: a[0], Queue: a[1], Sid: a[2]}
+			o.Subject, o.Queue, o.Sid = a[0], a[1], a[2]
 		default:
 			return 0, ErrProtocol
 		}
@@ -406,9 +456,9 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindUnsub:
 		switch split(arg, &a, sepCRLF) {
 		case 1:
-			o = Op{Kind: kind, Sid: a[0]}
+			o.Sid = a[0]
 		case 2:
-			o = Op{Kind: kind, Sid: a[0], Max: max(parseSize(a[1]), 0)}
+			o.Sid, o.Max = a[0], max(parseSize(a[1]), 0)
 		default:
 			return 0, ErrProtocol
 		}
@@ -417,10 +467,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindPub:
 		switch split(arg, &a, sepWS) {
 		case 2:
-			o = Op{Kind: kind, Subject: a[0], SizeArg: a[1]}
+			o.Subject, o.SizeWidth = a[0], padWidth(a[1])
 			size = parseSize(a[1])
 		case 3:
-			o = Op{Kind: kind, Subject: a[0], Reply: a[1], SizeArg: a[2]}
+			o.Subject, o.Reply, o.SizeWidth = a[0], a[1], padWidth(a[2])
 			size = parseSize(a[2])
 		default:
 			return 0, ErrProtocol
@@ -431,10 +481,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 		}
 		switch split(arg, &a, sepWS) {
 		case 3:
-			o = Op{Kind: kind, Subject: a[0], HdrArg: a[1], SizeArg: a[2]}
+			o.Subject, o.HdrWidth, o.SizeWidth = a[0], padWidth(a[1]), padWidth(a[2])
 			hdr, size = parseSize(a[1]), parseSize(a[2])
 		case 4:
-			o = Op{Kind: kind, Subject: a[0], Reply: a[1], HdrArg: a[2], SizeArg: a[3]}
+			o.Subject, o.Reply, o.HdrWidth, o.SizeWidth = a[0], a[1], padWidth(a[2]), padWidth(a[3])
 			hdr, size = parseSize(a[2]), parseSize(a[3])
 		default:
 			return 0, ErrProtocol
@@ -445,10 +495,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindMsg:
 		switch split(arg, &a, sepCRLF) {
 		case 3:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1], SizeArg: a[2]}
+			o.Subject, o.Sid, o.SizeWidth = a[0], a[1], padWidth(a[2])
 			size = parseSize(a[2])
 		case 4:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2], SizeArg: a[3]}
+			o.Subject, o.Sid, o.Reply, o.SizeWidth = a[0], a[1], a[2], padWidth(a[3])
 			size = parseSize(a[3])
 		default:
 			return 0, ErrProtocol
@@ -456,10 +506,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	case KindHMsg:
 		switch split(arg, &a, sepCRLF) {
 		case 4:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1], HdrArg: a[2], SizeArg: a[3]}
+			o.Subject, o.Sid, o.HdrWidth, o.SizeWidth = a[0], a[1], padWidth(a[2]), padWidth(a[3])
 			hdr, size = parseSize(a[2]), parseSize(a[3])
 		case 5:
-			o = Op{Kind: kind, Subject: a[0], Sid: a[1], Reply: a[2], HdrArg: a[3], SizeArg: a[4]}
+			o.Subject, o.Sid, o.Reply, o.HdrWidth, o.SizeWidth = a[0], a[1], a[2], padWidth(a[3]), padWidth(a[4])
 			hdr, size = parseSize(a[3]), parseSize(a[4])
 		default:
 			return 0, ErrProtocol

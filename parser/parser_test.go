@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -74,7 +75,7 @@ func checkStep(t testing.TB, p *Parser, buf []byte, op *Op, n int, err error) {
 		if op.Kind == KindNone {
 			t.Fatalf("n=%d with no kind", n)
 		}
-		for _, s := range [][]byte{op.Subject, op.Reply, op.Queue, op.Sid, op.Arg, op.Msg, op.SizeArg, op.HdrArg} {
+		for _, s := range [][]byte{op.Subject, op.Reply, op.Queue, op.Sid, op.Arg, op.Msg} {
 			if !within(buf[:n], s) {
 				t.Fatalf("op field %q does not alias the consumed bytes", s)
 			}
@@ -84,12 +85,12 @@ func checkStep(t testing.TB, p *Parser, buf []byte, op *Op, n int, err error) {
 		}
 		switch op.Kind {
 		case KindPub, KindHPub, KindMsg, KindHMsg:
-			if parseSize(op.SizeArg) != len(op.Msg) {
-				t.Fatalf("SizeArg %q for a body of %d", op.SizeArg, len(op.Msg))
+			if size := AppendSize(nil, len(op.Msg), op.SizeWidth); !bytes.Contains(buf[:n], size) {
+				t.Fatalf("size %q (width %d) for a body of %d is not in %q", size, op.SizeWidth, len(op.Msg), buf[:n])
 			}
 		}
-		if hdrOp := op.Kind == KindHPub || op.Kind == KindHMsg; hdrOp != (op.HdrArg != nil) || hdrOp && parseSize(op.HdrArg) != op.HdrLen {
-			t.Fatalf("HdrArg %q for %v with HdrLen %d", op.HdrArg, op.Kind, op.HdrLen)
+		if hdr := AppendSize(nil, op.HdrLen, op.HdrWidth); (op.Kind == KindHPub || op.Kind == KindHMsg) && !bytes.Contains(buf[:n], hdr) {
+			t.Fatalf("header size %q (width %d) is not in %q", hdr, op.HdrWidth, buf[:n])
 		}
 	}
 	if n == 0 && err == nil && p.Need() != 0 && p.Need() <= len(buf) {
@@ -613,8 +614,32 @@ func TestSizeArgs(t *testing.T) {
 		if n, err := p.Next([]byte(tc.in), &op); n != len(tc.in) || err != nil {
 			t.Fatalf("%q: n=%d err=%v", tc.in, n, err)
 		}
-		if string(op.SizeArg) != tc.size || string(op.HdrArg) != tc.hdr {
-			t.Errorf("%q: SizeArg %q HdrArg %q, want %q %q", tc.in, op.SizeArg, op.HdrArg, tc.size, tc.hdr)
+		size := string(AppendSize(nil, len(op.Msg), op.SizeWidth))
+		hdr := ""
+		if op.Kind == KindHPub {
+			hdr = string(AppendSize(nil, op.HdrLen, op.HdrWidth))
+		}
+		if size != tc.size || hdr != tc.hdr {
+			t.Errorf("%q: sizes %q %q, want %q %q", tc.in, size, hdr, tc.size, tc.hdr)
+		}
+	}
+}
+
+// TestAppendSize: every size up to 2^20 and a few beyond, bare and padded, as strconv and
+// fmt would write them.
+func TestAppendSize(t *testing.T) {
+	check := func(v int, w uint8) {
+		want := fmt.Sprintf("%0*d", w, v)
+		if got := string(AppendSize([]byte("x"), v, w)); got != "x"+want {
+			t.Fatalf("AppendSize(%d, %d) = %q, want %q", v, w, got, "x"+want)
+		}
+	}
+	for v := 0; v <= 1<<20; v++ {
+		check(v, 0)
+	}
+	for _, v := range []int{0, 5, 16, 99, 100, 128, 999, 1000, 65536, 1 << 20, 999999999, 1 << 40} {
+		for w := uint8(0); w <= 12; w++ {
+			check(v, w)
 		}
 	}
 }
