@@ -28,16 +28,8 @@ type gnetKicker struct {
 // each on the loop it lands on (adopt) and drops any second one a loop receives.
 func (d *gnetDriver) seedKickers() {
 	for i := 0; i < d.e.cfg.Reactors; i++ {
-		ours, theirs, err := kickerPair()
-		if err != nil {
-			d.kickerFailed(err)
-			return
-		}
-		wfd, err := dupNonblock(ours)
-		ours.Close()
-		if err != nil {
-			theirs.Close()
-			d.kickerFailed(err)
+		wfd, theirs, ok := d.kickerSocket()
+		if !ok {
 			return
 		}
 		k := &gnetKicker{wfd: wfd}
@@ -81,16 +73,8 @@ func (d *gnetDriver) adopt(k *gnetKicker, gc gnet.Conn) bool {
 // reactor falls back to Wake (gnet then gives a yielded connection its next turn in the same
 // drain of its task queue, which is correct, only less fair).
 func (d *gnetDriver) startKicker(r *reactor, el gnet.EventLoop) {
-	ours, theirs, err := kickerPair()
-	if err != nil {
-		d.kickerFailed(err)
-		return
-	}
-	wfd, err := dupNonblock(ours)
-	ours.Close()
-	if err != nil {
-		theirs.Close()
-		d.kickerFailed(err)
+	wfd, theirs, ok := d.kickerSocket()
+	if !ok {
 		return
 	}
 	k := &gnetKicker{r: r, wfd: wfd}
@@ -118,6 +102,24 @@ func (d *gnetDriver) startKicker(r *reactor, el gnet.EventLoop) {
 			})
 		}
 	}()
+}
+
+// kickerSocket makes a kicker's socket pair: the non-blocking descriptor kicks are written
+// to, and the end gnet reads (and owns once registered). It logs a failure.
+func (d *gnetDriver) kickerSocket() (wfd int, theirs *net.UnixConn, ok bool) {
+	ours, theirs, err := kickerPair()
+	if err != nil {
+		d.kickerFailed(err)
+		return -1, nil, false
+	}
+	wfd, err = dupNonblock(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		d.kickerFailed(err)
+		return -1, nil, false
+	}
+	return wfd, theirs, true
 }
 
 func (d *gnetDriver) kickerFailed(err error) {

@@ -147,17 +147,7 @@ func (e *Engine) addStreamImport(to *Account, si StreamImport) error {
 	same := tr == nil && local == si.Subject
 	ic := to.internalClient()
 	s, err := ic.subscribe(from, si.Subject, "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
-		out := r.forward(m, depth)
-		switch {
-		case tr != nil:
-			buf := tr.Append(r.subj[depth][:0], m.Subject)
-			r.subj[depth] = buf
-			out.Subject = buf
-		case !same:
-			out.Subject = append(r.subj[depth][:0], local...)
-			r.subj[depth] = out.Subject
-		}
-		return r.route(to, pub, out, depth+1)
+		return r.route(to, pub, r.retarget(m, depth, tr, same, local), depth+1)
 	})
 	if err != nil {
 		return err
@@ -207,16 +197,7 @@ func (e *Engine) addServiceImport(to *Account, si ServiceImport) error {
 		}
 	}
 	qs, err := ic.subscribe(to, local, "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
-		out := r.forward(m, depth)
-		switch {
-		case tr != nil:
-			buf := tr.Append(r.subj[depth][:0], m.Subject)
-			r.subj[depth] = buf
-			out.Subject = buf
-		case !same:
-			out.Subject = append(r.subj[depth][:0], remote...)
-			r.subj[depth] = out.Subject
-		}
+		out := r.retarget(m, depth, tr, same, remote)
 		if len(m.Reply) > 0 {
 			respOnce.Do(respond)
 			out.Reply = rt.add(prefix, m.Reply, threshold)
@@ -231,6 +212,22 @@ func (e *Engine) addServiceImport(to *Account, si ServiceImport) error {
 	}
 	to.placed(qs)
 	return nil
+}
+
+// retarget copies m for routing one level below depth under the import's subject in the
+// other account: through tr when it maps wildcards, else the literal subject (unless it is
+// m's own, same).
+func (r *reactor) retarget(m *parser.Op, depth int, tr *transform.Transform, same bool, subject string) *parser.Op {
+	out := r.forward(m, depth)
+	switch {
+	case tr != nil:
+		out.Subject = tr.Append(r.subj[depth][:0], m.Subject)
+		r.subj[depth] = out.Subject
+	case !same:
+		out.Subject = append(r.subj[depth][:0], subject...)
+		r.subj[depth] = out.Subject
+	}
+	return out
 }
 
 // withRequestInfo adds a Nats-Request-Info header to m (a fresh copy: m's bytes are the
