@@ -6,7 +6,7 @@
 // state as nats-server does) is what lets every returned slice alias the inbound buffer with
 // no copy, whatever the TCP split.
 //
-// Framing, errors and limits follow nats-server v2.15.2 (see reference/protocol.md §1, §6).
+// Framing, errors and limits follow nats-server v2.15.2 (the wire tests in test/ pin them).
 package parser
 
 import (

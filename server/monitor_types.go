@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The JSON shapes of nats-server's monitoring endpoints (see shared/reference/monitoring.md).
+// The JSON shapes of nats-server v2.15.2's monitoring endpoints (tests compare the key sets).
 // Field names, types and omitempty behaviour are part of the contract: tools decode them.
 
 // Varz is /varz.

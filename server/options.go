@@ -7,7 +7,7 @@ import (
 	"github.com/natsd/natsd/auth"
 )
 
-// Defaults match nats-server v2.15.2 (see shared/reference).
+// Defaults match nats-server v2.15.2.
 const (
 	DefaultPort             = 4222
 	DefaultHost             = "0.0.0.0"
