@@ -23,17 +23,24 @@ func newBenchEngine(b *testing.B, subs int, subject string) (*reactor, *client, 
 	}
 	var targets []*client
 	for i := 0; i < subs; i++ {
-		t := &client{r: r, tSlot: -1}
-		if err := t.bind(e.global); err != nil {
-			b.Fatal(err)
-		}
-		s := &sub{c: t, acc: e.global, subject: subject, sid: []byte("1")}
-		if err := e.global.subs.Insert(subject, "", s); err != nil {
-			b.Fatal(err)
-		}
+		t, _ := benchSub(b, r, subject, "")
 		targets = append(targets, t)
 	}
 	return r, pub, targets
+}
+
+// benchSub adds a client on reactor r in the global account, subscribed to subject (in
+// queue group queue, if any) with sid 1.
+func benchSub(b *testing.B, r *reactor, subject, queue string) (*client, *sub) {
+	t := &client{r: r, tSlot: -1}
+	if err := t.bind(r.e.global); err != nil {
+		b.Fatal(err)
+	}
+	s := &sub{c: t, acc: r.e.global, subject: subject, queue: queue, sid: []byte("1")}
+	if err := r.e.global.subs.Insert(subject, queue, s); err != nil {
+		b.Fatal(err)
+	}
+	return t, s
 }
 
 // drain stands in for the socket write: it empties the queues the batch scheduled.
@@ -49,23 +56,7 @@ func drain(r *reactor) {
 
 func benchPublish(b *testing.B, subs int) {
 	r, pub, _ := newBenchEngine(b, subs, "foo")
-	frame := []byte("PUB foo 16\r\n0123456789abcdef\r\n")
-	var p parser.Parser
-	var op parser.Op
-	b.ReportAllocs()
-	b.SetBytes(16)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		n, err := p.Next(frame, &op)
-		if err != nil || n != len(frame) {
-			b.Fatal(n, err)
-		}
-		pub.process(&op)
-		if i&63 == 63 {
-			drain(r)
-		}
-	}
-	drain(r)
+	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, nil)
 }
 
 func BenchmarkPublishDeliver1(b *testing.B) { benchPublish(b, 1) }
@@ -146,7 +137,6 @@ func (x *syncExec) run() {
 func benchFrames(b *testing.B, frame []byte, r *reactor, pub *client, after func()) {
 	b.Helper()
 	var p parser.Parser
-	p.NoHeaders = false
 	var op parser.Op
 	b.ReportAllocs()
 	b.SetBytes(16)
@@ -171,14 +161,7 @@ func benchFrames(b *testing.B, frame []byte, r *reactor, pub *client, after func
 func BenchmarkPublishQueue4(b *testing.B) {
 	r, pub, _ := newBenchEngine(b, 0, "foo")
 	for i := 0; i < 4; i++ {
-		t := &client{r: r, tSlot: -1}
-		if err := t.bind(r.e.global); err != nil {
-			b.Fatal(err)
-		}
-		s := &sub{c: t, acc: r.e.global, subject: "foo", queue: "q", sid: []byte("1")}
-		if err := r.e.global.subs.Insert("foo", "q", s); err != nil {
-			b.Fatal(err)
-		}
+		benchSub(b, r, "foo", "q")
 	}
 	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, nil)
 }
@@ -191,14 +174,8 @@ func BenchmarkPublishCrossReactor(b *testing.B) {
 	r2 := newReactor(r.e, x, 1)
 	peers := []*reactor{r, r2}
 	r.e.peers.Store(&peers)
-	t := &client{r: r2, tSlot: -1, conn: &memConn{}}
-	if err := t.bind(r.e.global); err != nil {
-		b.Fatal(err)
-	}
-	s := &sub{c: t, acc: r.e.global, subject: "foo", sid: []byte("1")}
-	if err := r.e.global.subs.Insert("foo", "", s); err != nil {
-		b.Fatal(err)
-	}
+	t, _ := benchSub(b, r2, "foo", "")
+	t.conn = &memConn{}
 	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, func() {
 		r.endBatch()
 		x.run()
@@ -215,18 +192,10 @@ func BenchmarkPublishHeadersStripped(b *testing.B) {
 // BenchmarkPublishPermFilter: the subscriber's deny list covers part of its wildcard, so each
 // delivery is checked against it.
 func BenchmarkPublishPermFilter(b *testing.B) {
-	r, pub, targets := newBenchEngine(b, 0, "foo")
-	_ = targets
-	t := &client{r: r, tSlot: -1}
-	if err := t.bind(r.e.global); err != nil {
-		b.Fatal(err)
-	}
+	r, pub, _ := newBenchEngine(b, 0, "foo")
+	t, s := benchSub(b, r, "foo.*", "")
 	t.setPerms(auth.Compile(&auth.Permissions{Subscribe: &auth.SubjectPermission{Allow: []string{">"}, Deny: []string{"foo.secret"}}}))
-	s := &sub{c: t, acc: r.e.global, subject: "foo.*", sid: []byte("1")}
 	s.filter.Store(true)
-	if err := r.e.global.subs.Insert("foo.*", "", s); err != nil {
-		b.Fatal(err)
-	}
 	benchFrames(b, []byte("PUB foo.bar 16\r\n0123456789abcdef\r\n"), r, pub, nil)
 }
 

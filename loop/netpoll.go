@@ -464,17 +464,7 @@ func (n *npConn) appendBacklog(bs [][]byte, skip int) {
 		b = b[skip:]
 		skip = 0
 		n.pending.Add(int64(len(b)))
-		for len(b) > 0 {
-			last := len(n.backlog) - 1
-			if last < 0 || len(n.backlog[last]) == cap(n.backlog[last]) {
-				n.backlog = append(n.backlog, outbound.GetChunk())
-				last++
-			}
-			t := n.backlog[last]
-			k := copy(t[len(t):cap(t)], b)
-			n.backlog[last] = t[:len(t)+k]
-			b = b[k:]
-		}
+		n.backlog = outbound.AppendChunks(n.backlog, b)
 	}
 }
 

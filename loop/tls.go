@@ -235,17 +235,7 @@ func (t *tlsConn) Writev(bs [][]byte) (int, error) {
 	}
 	for _, b := range bs {
 		n += len(b)
-		for len(b) > 0 {
-			last := len(t.out) - 1
-			if last < 0 || len(t.out[last]) == cap(t.out[last]) {
-				t.out = append(t.out, outbound.GetChunk())
-				last++
-			}
-			c := t.out[last]
-			k := copy(c[len(c):cap(c)], b)
-			t.out[last] = c[:len(c)+k]
-			b = b[k:]
-		}
+		t.out = outbound.AppendChunks(t.out, b)
 	}
 	t.mu.Unlock()
 	t.pending.Add(int64(n))

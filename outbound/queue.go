@@ -32,6 +32,23 @@ func PutChunk(b []byte) {
 	chunkPool.Put(&b)
 }
 
+// AppendChunks copies b onto the end of a backlog of pooled chunks (filling the last one
+// first), so a backlog never needs one big buffer grown by copying.
+func AppendChunks(chunks [][]byte, b []byte) [][]byte {
+	for len(b) > 0 {
+		last := len(chunks) - 1
+		if last < 0 || len(chunks[last]) == cap(chunks[last]) {
+			chunks = append(chunks, GetChunk())
+			last++
+		}
+		c := chunks[last]
+		k := copy(c[len(c):cap(c)], b)
+		chunks[last] = c[:len(c)+k]
+		b = b[k:]
+	}
+	return chunks
+}
+
 // ErrSlowConsumer reports that accepting a frame would take the connection past its bound.
 var ErrSlowConsumer = errors.New("slow consumer")
 

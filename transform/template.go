@@ -160,13 +160,20 @@ func atoi(s string) (int, error) { return strconv.Atoi(strings.Trim(s, " ")) }
 
 func parseArgs(tok string, f fn, args []string) (call, error) {
 	bad := func(reason error) (call, error) { return call{}, destErr(tok, reason) }
+	// arity checks for exactly n arguments (an empty list reads as one empty argument).
+	arity := func(n int) error {
+		switch {
+		case len(args) < n || len(args) == 1 && args[0] == "":
+			return ErrMappingDestinationNotEnoughArgs
+		case len(args) > n:
+			return ErrMappingDestinationTooManyArgs
+		}
+		return nil
+	}
 	switch f {
 	case fnWildcard:
-		switch {
-		case len(args) == 1 && args[0] == "":
-			return bad(ErrMappingDestinationNotEnoughArgs)
-		case len(args) > 1:
-			return bad(ErrMappingDestinationTooManyArgs)
+		if err := arity(1); err != nil {
+			return bad(err)
 		}
 		i, err := atoi(args[0])
 		if err != nil {
@@ -190,11 +197,8 @@ func parseArgs(tok string, f fn, args []string) (call, error) {
 		return c, nil
 
 	case fnSplit:
-		switch {
-		case len(args) < 2:
-			return bad(ErrMappingDestinationNotEnoughArgs)
-		case len(args) > 2:
-			return bad(ErrMappingDestinationTooManyArgs)
+		if err := arity(2); err != nil {
+			return bad(err)
 		}
 		i, err := atoi(args[0])
 		if err != nil || strings.ContainsAny(args[1], " .") {
@@ -215,11 +219,8 @@ func parseArgs(tok string, f fn, args []string) (call, error) {
 	}
 
 	// The (wildcard, number) functions.
-	switch {
-	case len(args) < 2:
-		return bad(ErrMappingDestinationNotEnoughArgs)
-	case len(args) > 2:
-		return bad(ErrMappingDestinationTooManyArgs)
+	if err := arity(2); err != nil {
+		return bad(err)
 	}
 	i, err := atoi(args[0])
 	if err != nil {

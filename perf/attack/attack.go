@@ -15,15 +15,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/natsd/natsd/perf/bench"
 )
 
 // Target is one server binary to start for each run.
@@ -95,14 +95,7 @@ func Run(t Target, o Options) (r Result) {
 	}
 	pid := cmd.Process.Pid
 	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+		if bench.StopProcess(cmd, 15*time.Second) {
 			r.Problems = append(r.Problems, "needed SIGKILL")
 		}
 		if bytes.Contains(logBuf.Bytes(), []byte("panic")) {
@@ -122,7 +115,7 @@ func Run(t Target, o Options) (r Result) {
 	}
 	defer probe.close()
 	time.Sleep(300 * time.Millisecond)
-	r.RSSStart, _ = procRSS(pid)
+	r.RSSStart, _ = bench.ProcRSS(pid)
 
 	base := probe.rtts(o.Baseline, nil)
 	r.BaseP50, r.BaseP99 = quantile(base, 0.50), quantile(base, 0.99)
@@ -141,7 +134,7 @@ func Run(t Target, o Options) (r Result) {
 			case <-stop:
 				return
 			case <-tk.C:
-				if v, err := procRSS(pid); err == nil && v > peak.Load() {
+				if v, err := bench.ProcRSS(pid); err == nil && v > peak.Load() {
 					peak.Store(v)
 				}
 			}
@@ -180,7 +173,7 @@ func Run(t Target, o Options) (r Result) {
 		r.FirstCut = time.Duration(ns)
 	}
 	time.Sleep(o.After)
-	r.RSSAfter, _ = procRSS(pid)
+	r.RSSAfter, _ = bench.ProcRSS(pid)
 	r.SlowConsumers = slowConsumers(mport)
 	return r
 }
@@ -500,21 +493,6 @@ func waitPort(addr string) error {
 		time.Sleep(25 * time.Millisecond)
 	}
 	return errors.New("server did not listen on " + addr)
-}
-
-// procRSS is VmRSS of pid in bytes.
-func procRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if f := bytes.Fields(line); len(f) >= 2 && string(f[0]) == "VmRSS:" {
-			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for %d", pid)
 }
 
 type lockedBuffer struct {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -54,4 +56,20 @@ func ProcRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// StopProcess ends a server this rig started: SIGTERM to its PID, then SIGKILL if it has not
+// exited within grace. It reports whether the kill was needed.
+func StopProcess(cmd *exec.Cmd, grace time.Duration) (killed bool) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+		return false
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+		return true
+	}
 }

@@ -145,14 +145,7 @@ func run(t target, n, sources, conc, pings int, settle time.Duration) (r result)
 	}
 	pid := cmd.Process.Pid
 	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+		if bench.StopProcess(cmd, 10*time.Second) {
 			r.errs = append(r.errs, "needed SIGKILL")
 		}
 	}()
