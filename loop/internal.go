@@ -22,8 +22,8 @@ type InternalClient struct {
 	c *client
 
 	mu    sync.Mutex
-	pubs  []*pendingPub // waiting for the internal reactor
-	spare []*pendingPub
+	pubs  []pendingPub // waiting for the internal reactor
+	spare []pendingPub
 	sched bool
 
 	work     workQueue
@@ -71,7 +71,7 @@ func (ic *InternalClient) Publish(subject, reply string, hdr, payload []byte) er
 	if ic.stopped.Load() || ic.e.stopping.Load() {
 		return ErrClosed
 	}
-	p := &pendingPub{hdr: len(hdr)}
+	p := pendingPub{hdr: len(hdr)}
 	buf := make([]byte, 0, len(subject)+len(reply)+len(hdr)+len(payload))
 	buf = append(buf, subject...)
 	buf = append(buf, reply...)
@@ -103,13 +103,14 @@ func (ic *InternalClient) drain() {
 	ic.sched = false
 	ic.mu.Unlock()
 	r := ic.c.r
-	for i, p := range list {
+	for i := range list {
+		p := &list[i]
 		r.pubOp = parser.Op{Kind: parser.KindPub, Subject: p.subject, Reply: p.reply, HdrLen: p.hdr, Msg: p.data}
 		if p.hdr > 0 {
 			r.pubOp.Kind = parser.KindHPub
 		}
 		r.route(ic.c.acc, ic.c, &r.pubOp, 0)
-		list[i] = nil
+		*p = pendingPub{}
 	}
 	ic.spare = list[:0]
 	r.endBatch()
