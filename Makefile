@@ -25,11 +25,13 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The whole suite, with the race detector. Fuzz targets run their seed corpora.
-# The nats CLI comes from the module proxy for the CLI tests (test/cli_test.go); the hostile-client
+# The nats CLI comes from the module proxy for the CLI tests (test/cli_test.go). The integration
+# tests and the server's TLS and auth tests run again on the netpoll engine; the hostile-client
 # test (perf/attack) measures RSS and so runs alone, after the rest.
 test: build vet fmt-check nats-cli
 	NATS_CLI=$(TOOLS)/nats $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	NATS_CLI=$(TOOLS)/nats NATSD_ENGINE=netpoll NATSD_TARGETS=natsd $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/
+	NATSD_ENGINE=netpoll $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TLS|Auth' ./server/
 	NATSD_ATTACK_TEST=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestAttacks ./perf/attack/
 
 # Micro-benchmarks with allocation counts (parse, L1 match, publish→deliver, store).

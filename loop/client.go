@@ -494,9 +494,10 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 	}
 	// A connection whose turn ended with input left stops being read until that input is
 	// parsed: reading more would only grow its buffer (and gnet's ring, once it wraps, is
-	// copied whole by every Peek). Where reading runs apart from parsing (netpoll's poller,
-	// the TLS readers), a peer can also send faster than the reactor parses: past inboundMax
-	// of buffered input that the parser could consume, reading waits too.
+	// copied whole by every Peek). Where reading runs apart from parsing (netpoll's poller),
+	// a peer can also send faster than the reactor parses: past inboundMax of buffered input
+	// that the parser could consume, reading waits too. Over TLS the input counted is the
+	// opened plaintext.
 	left := conn.InboundBuffered()
 	conn.SetReading(!c.stalled && !c.yielded && (left < inboundMax || left < c.need))
 	r.endBatch()

@@ -47,8 +47,8 @@ type Config struct {
 
 	NoFastProducerStall bool
 
-	// Auth is client authentication (nil: none); SetAuth replaces it on reload. TLS, when
-	// set, serves every client connection through the goroutine TLS driver (tls.go).
+	// Auth is client authentication (nil: none); SetAuth replaces it on reload. TLS (nil:
+	// none) is client TLS, on the same reactors; SetTLS replaces it on reload.
 	Auth *auth.Config
 	TLS  *TLSConfig
 
@@ -126,9 +126,12 @@ type Engine struct {
 	subInserts atomic.Uint64
 	closed     closedRing
 
-	authz authState // reloadable authentication (auth.go)
+	authz   authState                 // reloadable authentication (auth.go)
+	tlsConf atomic.Pointer[TLSConfig] // client TLS for new connections (SetTLS)
 
 	reclaim reclaimer // hands memory back to the OS after a big connection closes (reclaim.go)
+	// TLS handshakes in progress, and run since none was (tlslayer.go: storm reclaim).
+	hsInflight, hsSince atomic.Int64
 
 	// The internal reactor routes internal clients' publishes (internal.go).
 	internals     []*InternalClient // every internal client, under mu (monitoring)
@@ -161,12 +164,8 @@ const firstCID = 5
 
 // Start listens and returns once the engine accepts connections.
 func (e *Engine) Start() error {
-	if e.cfg.TLS != nil {
-		e.cfg.Engine = "tls"
-	}
+	e.tlsConf.Store(e.cfg.TLS)
 	switch e.cfg.Engine {
-	case "tls":
-		e.drv = &tlsDriver{e: e}
 	case "", "gnet":
 		e.drv = &gnetDriver{e: e}
 	case "netpoll":

@@ -36,7 +36,8 @@ type gnetDriver struct {
 // gnetConn adapts gnet.Conn to Conn.
 type gnetConn struct {
 	gnet.Conn
-	c *client
+	c   *client
+	tls *tlsLayer // client TLS, when the connection has it
 	// epfd is the connection's epoll instance (-1: pausing unavailable); paused is set
 	// while its reads are stopped (gnet_pause_linux.go).
 	epfd   int
@@ -225,11 +226,19 @@ func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	d.discoverEpoll(r, gc)
 	gcn := &gnetConn{Conn: gc, epfd: r.epfd}
-	c, greeting, ok := d.e.open(gcn, r)
+	var conn Conn = gcn
+	if tc := d.e.tlsConf.Load(); tc != nil {
+		gcn.tls = newTLSLayer(d.e, gcn, r.ex, tc, func() { _ = gcn.Wake() })
+		conn = gcn.tls
+	}
+	c, greeting, ok := d.e.open(conn, r)
 	if !ok {
 		return greeting, gnet.Close
 	}
 	gcn.c = c
+	if gcn.tls != nil {
+		greeting = gcn.tls.start(c, greeting)
+	}
 	gc.SetContext(gcn)
 	return greeting, gnet.None
 }
@@ -274,6 +283,9 @@ func (d *gnetDriver) OnTraffic(gc gnet.Conn) gnet.Action {
 func (d *gnetDriver) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	if g, ok := gc.Context().(*gnetConn); ok {
 		d.e.connClosed(g.c)
+		if g.tls != nil {
+			g.tls.closed()
+		}
 	}
 	return gnet.None
 }

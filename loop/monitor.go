@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"crypto/x509"
 	"errors"
 	"sync"
 	"time"
@@ -25,7 +26,12 @@ type ConnSnapshot struct {
 	NumSubs                            int
 	Name, Lang, Version                string
 	Account, User                      string
-	Subs                               []SubSnapshot // only when asked for (always kept for closed)
+	// TLS, once the session is up: version and suite (crypto/tls constants), whether the
+	// handshake came before INFO, and the client's verified chain.
+	TLSVersion, TLSCipher uint16
+	TLSFirst              bool
+	TLSPeerCerts          []*x509.Certificate
+	Subs                  []SubSnapshot // only when asked for (always kept for closed)
 }
 
 // SubSnapshot is one subscription's figures.
@@ -150,6 +156,9 @@ func (c *client) snapshot(subs bool) *ConnSnapshot {
 	}
 	if c.au != nil {
 		cs.User = c.au.name
+	}
+	if t, ok := c.conn.(*tlsLayer); ok && t.state == tlsOpen {
+		cs.TLSVersion, cs.TLSCipher, cs.TLSFirst, cs.TLSPeerCerts = t.vers, t.suite, t.tc.HandshakeFirst, t.peer
 	}
 	return cs
 }

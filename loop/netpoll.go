@@ -87,6 +87,8 @@ type npConn struct {
 
 	iov [][]byte // reactor-only scratch for rawWritev
 
+	tls *tlsLayer // client TLS, when the connection has it
+
 	trafficTask func()
 	closedTask  func()
 }
@@ -208,7 +210,12 @@ func (n *npConn) open() {
 	if n.dead {
 		return
 	}
-	c, greeting, ok := n.d.e.open(n, n.r)
+	var conn Conn = n
+	if tc := n.d.e.tlsConf.Load(); tc != nil {
+		n.tls = newTLSLayer(n.d.e, n, n.vr, tc, n.kickTraffic)
+		conn = n.tls
+	}
+	c, greeting, ok := n.d.e.open(conn, n.r)
 	if !ok {
 		if len(greeting) > 0 {
 			_, _ = n.Writev([][]byte{greeting})
@@ -218,6 +225,9 @@ func (n *npConn) open() {
 		return
 	}
 	n.c = c
+	if n.tls != nil {
+		greeting = n.tls.start(c, greeting)
+	}
 	if len(greeting) > 0 {
 		_, _ = n.Writev([][]byte{greeting})
 	}
@@ -292,6 +302,21 @@ func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) 
 	}
 }
 
+// kickTraffic runs traffic on n's reactor outside the pump: TLS records read during the
+// handshake are not in netpoll's buffer, so netpoll would not ask for them to be parsed.
+func (n *npConn) kickTraffic() {
+	_ = n.vr.Execute(func() {
+		if n.c == nil || n.dead || n.c.closed {
+			return
+		}
+		if n.d.e.traffic(n.c) {
+			_ = n.Close()
+		} else if n.c.yielded || n.tls.unseen(n.c.need) {
+			n.kickTraffic()
+		}
+	})
+}
+
 // npParked reports whether c waits for a Wake rather than for more bytes: a fast producer
 // stalled until its timer fires, or a client whose CONNECT is being verified off the reactor
 // (see authConnect), whose verdict Wakes it.
@@ -307,6 +332,12 @@ func (n *npConn) runTraffic() {
 		n.parked = npParked(n.c)
 		n.more = n.c.yielded
 		n.need = n.c.need
+		if n.tls != nil && n.tls.state != tlsPlain {
+			// A plaintext size: the records carrying it are larger. Records netpoll read
+			// while traffic ran may have been opened after its Peek: parse them now.
+			n.more = n.more || n.tls.unseen(n.need)
+			n.need = 0
+		}
 	} else {
 		_, _ = n.Discard(-1)
 	}
@@ -331,6 +362,9 @@ func (n *npConn) runClosed() {
 	n.dead = true
 	if n.c != nil {
 		n.d.e.connClosed(n.c)
+	}
+	if n.tls != nil {
+		n.tls.closed()
 	}
 	n.mu.Lock()
 	for i, b := range n.backlog {

@@ -24,7 +24,7 @@ import (
 // the kernel's buffers are full, the server buffers next to nothing, and once released every
 // byte is parsed.
 func TestReadPause(t *testing.T) {
-	for _, engine := range append(engines, "tls") {
+	for _, engine := range append(engines, "gnet+tls", "netpoll+tls") {
 		t.Run(engine, func(t *testing.T) {
 			cfg := Config{
 				Host: "127.0.0.1", Port: -1, Engine: engine, Reactors: 1,
@@ -33,8 +33,8 @@ func TestReadPause(t *testing.T) {
 				Info: []byte(`{"server_id":"TEST","version":"2.15.2","proto":1,"max_payload":1048576}`),
 			}
 			var clientTLS *tls.Config
-			if engine == "tls" {
-				cfg.Engine = ""
+			if name, ok := strings.CutSuffix(engine, "+tls"); ok {
+				cfg.Engine = name
 				cfg.TLS = &TLSConfig{Config: selfSigned(t), Timeout: 5 * time.Second}
 				clientTLS = &tls.Config{InsecureSkipVerify: true}
 			}

@@ -10,7 +10,7 @@ import (
 var errStopped = errors.New("loop: reactor stopped")
 
 // serial is a reactor for drivers whose connections are fed by goroutines (netpoll's
-// callbacks, the TLS readers): one goroutine runs tasks one at a time, in order, from an
+// callbacks, internal clients): one goroutine runs tasks one at a time, in order, from an
 // unbounded queue, so Execute never blocks its caller (often another reactor).
 type serial struct {
 	mu       sync.Mutex
@@ -74,9 +74,9 @@ func (x *serial) run() {
 		x.spare = tasks[:0]
 		if len(tasks) > 0 {
 			// A queue that never empties never parks this goroutine, and the goroutines its
-			// tasks woke (a TLS writer with another client's PONG, a reader) wait in this
-			// P's run queue until the scheduler preempts it, up to 10 ms later. Step aside
-			// every turn, as a reactor goes back to its poller.
+			// tasks woke (a netpoll flusher with another client's PONG, a waiting pump) wait
+			// in this P's run queue until the scheduler preempts it, up to 10 ms later. Step
+			// aside every turn, as a reactor goes back to its poller.
 			if time.Since(last) > turnTime {
 				runtime.Gosched()
 				last = time.Now()

@@ -2,10 +2,11 @@
 # `make perf`        every scenario, 5 alternating rounds per side, profiles + flame graphs
 # `make perf-quick`  pub-only, 1→1, 1→4 at 16 B, 3 rounds (under 2 minutes)
 # `make perf-self`   nats-server against itself: every ratio should land near 1.0
+# `make perf-tls`    publish, 1→1 and 1→4 scenarios with every connection over TLS 1.3
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tools perf-natscli perf-conns soak
+.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-conns perf-conns-tls soak
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -25,6 +26,10 @@ perf-quick: perf-tools
 perf-self: perf-tools
 	./$(BIN)/perfrun --self --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server $(PERF_ARGS)
 
+perf-tls: perf-tools
+	./$(BIN)/perfrun --tls --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server \
+		--scenarios '^(pub-16B|pubsub-(16B|128B|1KiB|16KiB)|fanout4-(16B|128B))$$' $(PERF_ARGS)
+
 # The same three headline scenarios with the real `nats bench` CLI as load generator.
 perf-natscli: build nats-server nats-cli
 	bash perf/scripts/natscli-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats $(or $(ROUNDS),5)
@@ -34,6 +39,13 @@ perf-natscli: build nats-server nats-cli
 perf-conns: build nats-server
 	$(GO) build -o $(BIN)/connrig ./perf/cmd/connrig
 	./$(BIN)/connrig --n $(or $(CONNS),15000)
+
+# The same over TLS 1.3, 100 handshakes at a time (an all-at-once storm of 15,000 handshakes
+# outlasts the 2 s handshake timeout on both servers); then an accept storm of 2,000.
+perf-conns-tls: build nats-server
+	$(GO) build -o $(BIN)/connrig ./perf/cmd/connrig
+	./$(BIN)/connrig --tls --n $(or $(CONNS),15000) --concurrency 100
+	./$(BIN)/connrig --tls --n 2000 --targets natsd-gnet,nats-server
 
 # Hostile clients against natsd (both engines, and TLS) and nats-server, 8 s per attack, with
 # every bound checked (peak RSS ≤ 2× nats-server's, unrelated PING p50 ≤ 2× unloaded, RSS back

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -133,6 +134,7 @@ func (p *cfgParser) tls(o *Options, e entry) {
 		fallback      time.Duration
 		allowInsecure bool
 		insecure      []string
+		pinned        map[string]struct{}
 		bad           bool
 	)
 	fileField := func(f entry, dst *string) {
@@ -309,7 +311,29 @@ func (p *cfgParser) tls(o *Options, e entry) {
 				continue
 			}
 			p.unsupported(f.tk, "tls."+f.key)
-		case "pinned_certs", "ocsp_peer", "cert_store", "cert_match_by", "cert_match",
+		case "pinned_certs":
+			arr, ok := f.v.([]any)
+			if !ok {
+				p.fail(f.tk, "error parsing tls config, expected 'pinned_certs' to be a list of hex-encoded sha256 of DER encoded SubjectPublicKeyInfo")
+				bad = true
+				continue
+			}
+			if len(arr) == 0 {
+				continue
+			}
+			pinned = map[string]struct{}{}
+			for _, raw := range arr {
+				tk, v := p.unwrap(raw)
+				str, _ := v.(string)
+				entry := strings.ToLower(str)
+				if !pinnedCertRE.MatchString(entry) {
+					p.fail(tk, "error parsing tls config, 'pinned_certs' key %s does not look like hex-encoded sha256 of DER encoded SubjectPublicKeyInfo", entry)
+					bad = true
+					continue
+				}
+				pinned[entry] = struct{}{}
+			}
+		case "ocsp_peer", "cert_store", "cert_match_by", "cert_match",
 			"ca_certs_match", "cert_match_skip_invalid":
 			// Each of these restricts who may connect (or picks the certificate); ignoring one
 			// would weaken the setup the operator asked for.
@@ -348,4 +372,9 @@ func (p *cfgParser) tls(o *Options, e entry) {
 	o.TLSMap = mapUser
 	o.TLSHandshakeFirst = first
 	o.TLSHandshakeFirstFallback = fallback
+	o.TLSPinnedCerts = pinned
 }
+
+// pinnedCertRE is what a pinned_certs entry must look like: the hex SHA-256 of a certificate's
+// DER SubjectPublicKeyInfo.
+var pinnedCertRE = regexp.MustCompile("^[a-f0-9]{64}$")

@@ -1,6 +1,10 @@
 package server
 
 import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -340,7 +344,7 @@ func (s *Server) Varz() *Varz {
 		MaxControlLine: o.MaxControlLine,
 		MaxPayload:     int(o.MaxPayload),
 		MaxPending:     o.MaxPending,
-		TLSTimeout:     2,
+		TLSTimeout:     tlsTimeout(o),
 		WriteDeadline:  o.WriteDeadline,
 		Start:          s.start.UTC(),
 		Now:            now.UTC(),
@@ -362,7 +366,8 @@ func (s *Server) Varz() *Varz {
 		StaleConnections: int64(st.StaleConnections),
 		StalledClients:   int64(st.StalledClients),
 		Subscriptions:    uint32(st.Subscriptions),
-		ConfigLoadTime:   s.start.UTC(),
+		ConfigLoadTime:   s.loadTime().UTC(),
+		TLSCertNotAfter:  tlsCertNotAfter(o.TLSConfig),
 		ConfigDigest:     o.ConfigDigest,
 
 		SlowConsumersStats:   &KindCounts{Clients: st.SlowConsumers},
@@ -441,6 +446,60 @@ var connzSorts = map[string]bool{
 	"uptime": true, "stop": true, "reason": true, "rtt": true,
 }
 
+// tlsVersion names a TLS version as /connz does ("1.3").
+func tlsVersion(v uint16) string {
+	switch v {
+	case tls.VersionTLS10:
+		return "1.0"
+	case tls.VersionTLS11:
+		return "1.1"
+	case tls.VersionTLS12:
+		return "1.2"
+	case tls.VersionTLS13:
+		return "1.3"
+	}
+	return fmt.Sprintf("Unknown [0x%x]", v)
+}
+
+// peerCerts is /connz's tls_peer_certs: each certificate's subject and the SHA-256 of its
+// public key and of the whole certificate.
+func peerCerts(chain []*x509.Certificate) []*TLSPeerCert {
+	if len(chain) == 0 {
+		return nil
+	}
+	out := make([]*TLSPeerCert, len(chain))
+	for i, c := range chain {
+		spki := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+		whole := sha256.Sum256(c.Raw)
+		out[i] = &TLSPeerCert{Subject: c.Subject.String(), SubjectPKISha256: hex.EncodeToString(spki[:]), CertSha256: hex.EncodeToString(whole[:])}
+	}
+	return out
+}
+
+// tlsCertNotAfter is when the server's (first) certificate expires; zero without TLS.
+func tlsCertNotAfter(c *tls.Config) time.Time {
+	if c == nil || len(c.Certificates) == 0 || len(c.Certificates[0].Certificate) == 0 {
+		return time.Time{}
+	}
+	leaf := c.Certificates[0].Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.Certificates[0].Certificate[0]); err != nil {
+			return time.Time{}
+		}
+	}
+	return leaf.NotAfter
+}
+
+// tlsTimeout is /varz's tls_timeout in seconds: nats-server reports its default (2) when
+// TLS is off too.
+func tlsTimeout(o *Options) float64 {
+	if o.TLSTimeout > 0 {
+		return o.TLSTimeout.Seconds()
+	}
+	return DefaultTLSTimeout.Seconds()
+}
+
 func connInfo(cs *loop.ConnSnapshot, now time.Time, subs, detail bool) *ConnInfo {
 	ci := &ConnInfo{
 		Cid:          cs.CID,
@@ -463,6 +522,11 @@ func connInfo(cs *loop.ConnSnapshot, now time.Time, subs, detail bool) *ConnInfo
 		Lang:         cs.Lang,
 		Version:      cs.Version,
 		rtt:          cs.RTT,
+	}
+	if cs.TLSVersion != 0 {
+		ci.TLSVersion = tlsVersion(cs.TLSVersion)
+		ci.TLSCipher = tls.CipherSuiteName(cs.TLSCipher)
+		ci.TLSFirst = cs.TLSFirst
 	}
 	end := now
 	if !cs.Stop.IsZero() {
@@ -572,6 +636,10 @@ func (s *Server) Connz(q *ConnzOptions) (*Connz, error) {
 			}
 		}
 		if q.Username {
+			if c.Stop.IsZero() {
+				// nats-server remembers a closed connection without its peer's chain.
+				ci.TLSPeerCerts = peerCerts(c.TLSPeerCerts)
+			}
 			ci.AuthorizedUser = c.User
 			if c.Account != globalAccountName {
 				ci.Account = c.Account

@@ -71,6 +71,8 @@ func newServerCollector(s *Server) *serverCollector {
 		def("ping_interval", "ping_interval in nanoseconds", g, func(v *Varz) float64 { return float64(v.PingInterval) }),
 		def("ping_max", "ping_max", g, func(v *Varz) float64 { return float64(v.MaxPingsOut) }),
 		def("write_deadline", "write_deadline in nanoseconds", g, func(v *Varz) float64 { return float64(v.WriteDeadline) }),
+		def("auth_timeout", "auth_timeout in seconds", g, func(v *Varz) float64 { return v.AuthTimeout }),
+		def("tls_timeout", "TLS handshake timeout in seconds", g, func(v *Varz) float64 { return v.TLSTimeout }),
 		def("port", "Client port", g, func(v *Varz) float64 { return float64(v.Port) }),
 		def("start", "Start time, unix seconds", g, func(v *Varz) float64 { return float64(v.Start.UnixNano()) / 1e9 }),
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/natsd/natsd/auth"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -595,5 +598,115 @@ func TestMonitorHealthz(t *testing.T) {
 	}
 	if code, _, b := httpGet(t, monURL(s, "/healthz?consumer=c")); code != 400 || !bytes.Contains(b, []byte(`must not be empty when checking consumer health`)) {
 		t.Fatalf("consumer without stream: %d %s", code, b)
+	}
+}
+
+// TestMonitorTLSMatchesNatsServer: with TLS (client certificates verified) and users, /varz
+// and /connz carry the same keys as nats-server's for the same traffic, and the same values
+// where the traffic fixes them: TLS version and suite, the client's certificate chain, the
+// authorized user, the server certificate's expiry.
+func TestMonitorTLSMatchesNatsServer(t *testing.T) {
+	p := newPKI(t)
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, HTTPHost: "127.0.0.1", HTTPPort: -1,
+		NoLog: true, NoSigs: true, TLS: true, TLSVerify: true, TLSTimeout: 2, TLSConfig: func() *tls.Config {
+			c := p.serverConfig()
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+			return c
+		}(),
+		Users: []*natsserver.User{{Username: "ann", Password: "pw"}, {Username: "ben", Password: "pw"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	defer ns.Shutdown()
+	s := startMonitored(t, func(o *Options) {
+		o.TLSConfig, o.TLSVerify = p.serverConfig(), true
+		o.Users = []*auth.User{{Username: "ann", Password: "pw"}, {Username: "ben", Password: "pw"}}
+	})
+	traffic := func(url string) {
+		for _, u := range []string{"ann", "ben"} {
+			nc, err := nats.Connect(url, p.root(), clientCert(p.client), nats.UserInfo(u, "pw"), nats.Name(u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			if _, err := nc.SubscribeSync("tls." + u); err != nil {
+				t.Fatal(err)
+			}
+			_ = nc.Publish("tls."+u, []byte("x"))
+			_ = nc.Flush()
+		}
+		gone, err := nats.Connect(url, p.root(), clientCert(p.client), nats.UserInfo("ben", "pw"), nats.Name("gone"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone.Close()
+	}
+	traffic(ns.ClientURL())
+	traffic(s.ClientURL())
+	waitFor(t, func() bool { return s.NumClients() == 2 && ns.NumClients() == 2 })
+	nsURL := func(path string) string { return fmt.Sprintf("http://%s%s", ns.MonitorAddr().String(), path) }
+	for _, path := range []string{"/varz", "/connz?auth=1", "/connz?state=closed&auth=1", "/connz"} {
+		tb, ob := getJSON(t, nsURL(path), nil), getJSON(t, monURL(s, path), nil)
+		theirs, ours := keySet(t, tb), keySet(t, ob)
+		var missing, extra []string
+		for k := range theirs {
+			if !ours[k] && k != "system_account" && !strings.HasPrefix(k, "feature_flags") {
+				missing = append(missing, k)
+			}
+		}
+		for k := range ours {
+			if !theirs[k] && k != "git_commit" {
+				extra = append(extra, k)
+			}
+		}
+		sort.Strings(missing)
+		sort.Strings(extra)
+		if len(missing) > 0 || len(extra) > 0 {
+			t.Errorf("%s: keys missing %v, extra %v", path, missing, extra)
+		}
+	}
+	var tv, ov natsserver.Varz
+	getJSON(t, nsURL("/varz"), &tv)
+	getJSON(t, monURL(s, "/varz"), &ov)
+	if ov.TLSRequired != tv.TLSRequired || ov.TLSVerify != tv.TLSVerify || ov.AuthRequired != tv.AuthRequired ||
+		!ov.TLSCertNotAfter.Equal(tv.TLSCertNotAfter) || ov.TLSTimeout != tv.TLSTimeout {
+		t.Errorf("varz TLS/auth: nats-server %v %v %v %v %v, natsd %v %v %v %v %v",
+			tv.TLSRequired, tv.TLSVerify, tv.AuthRequired, tv.TLSCertNotAfter, tv.TLSTimeout,
+			ov.TLSRequired, ov.TLSVerify, ov.AuthRequired, ov.TLSCertNotAfter, ov.TLSTimeout)
+	}
+	for _, path := range []string{"/connz?auth=1&sort=cid", "/connz?state=closed&auth=1"} {
+		var tc, oc natsserver.Connz
+		getJSON(t, nsURL(path), &tc)
+		getJSON(t, monURL(s, path), &oc)
+		if len(tc.Conns) != len(oc.Conns) {
+			t.Fatalf("%s: %d connections against %d", path, len(oc.Conns), len(tc.Conns))
+		}
+		for i := range tc.Conns {
+			a, b := tc.Conns[i], oc.Conns[i]
+			pa, _ := json.Marshal(a.TLSPeerCerts)
+			pb, _ := json.Marshal(b.TLSPeerCerts)
+			if a.TLSVersion != b.TLSVersion || a.TLSCipher != b.TLSCipher || a.AuthorizedUser != b.AuthorizedUser ||
+				a.Name != b.Name || !bytes.Equal(pa, pb) || b.RTT == "" {
+				t.Errorf("%s conn %d: nats-server %s %s %s %s %s, natsd %s %s %s %s %s rtt %q", path, i,
+					a.TLSVersion, a.TLSCipher, a.AuthorizedUser, a.Name, pa, b.TLSVersion, b.TLSCipher, b.AuthorizedUser, b.Name, pb, b.RTT)
+			}
+		}
+	}
+}
+
+// TestMonitorConfigLoadTime: /varz config_load_time moves with a reload, as nats-server's.
+func TestMonitorConfigLoadTime(t *testing.T) {
+	s, _ := startFromConf(t, "host: 127.0.0.1\nport: -1\nhttp: \"127.0.0.1:-1\"\n", nil)
+	before := varz(t, s).ConfigLoadTime
+	time.Sleep(10 * time.Millisecond)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if after := varz(t, s).ConfigLoadTime; !after.After(before) {
+		t.Errorf("config_load_time %v not moved by a reload (was %v)", after, before)
 	}
 }

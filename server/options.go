@@ -107,10 +107,13 @@ type Options struct {
 	Mappings        []*MappingConfig
 
 	// Client TLS. TLSConfig is built from the tls{} block or the --tls* flags.
-	TLSConfig                 *tls.Config
-	TLSTimeout                time.Duration // handshake timeout (2s)
-	TLSVerify                 bool
-	TLSMap                    bool // verify_and_map: the client certificate names the user
+	TLSConfig  *tls.Config
+	TLSTimeout time.Duration // handshake timeout (2s)
+	TLSVerify  bool
+	TLSMap     bool // verify_and_map: the client certificate names the user
+	// TLSPinnedCerts (pinned_certs): when set, only clients whose certificate's public key
+	// (hex SHA-256 of its DER SubjectPublicKeyInfo) is listed may connect.
+	TLSPinnedCerts            map[string]struct{}
 	TLSHandshakeFirst         bool
 	TLSHandshakeFirstFallback time.Duration
 	AllowNonTLS               bool

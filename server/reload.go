@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/natsd/natsd/loop"
 )
@@ -62,7 +63,7 @@ var reloadable = map[string]bool{
 	// accountsOption, applied with the authorization). SystemAccount and NoAuthUser have
 	// their own rules in diffOptions; NoSystemAccount is not reloadable.
 	"Accounts": true, "Mappings": true, "SystemAccount": true,
-	"TLSConfig": true, "TLSTimeout": true, "TLSVerify": true, "TLSHandshakeFirst": true,
+	"TLSConfig": true, "TLSTimeout": true, "TLSVerify": true, "TLSHandshakeFirst": true, "TLSPinnedCerts": true,
 	"TLSHandshakeFirstFallback": true,
 }
 
@@ -79,10 +80,7 @@ func diffOptions(old, new *Options) ([]string, error) {
 		switch {
 		case f.Name == "TLSConfig":
 			// A tls.Config holds loaded certificates (maybe renewed on disk): always re-apply
-			// it when TLS is configured. Switching TLS on or off changes the listener's driver.
-			if a.IsNil() != b.IsNil() {
-				return nil, fmt.Errorf("config reload not supported for TLS: enabling or disabling it needs a restart")
-			}
+			// it when TLS is configured, and when it is switched on or off.
 			same = a.IsNil() && b.IsNil()
 		case f.Type.Kind() == reflect.Func:
 			same = a.IsNil() == b.IsNil()
@@ -207,6 +205,7 @@ func (s *Server) Reload() error {
 			return err
 		}
 	}
+	s.loaded.Store(time.Now().UnixNano())
 	for _, name := range changed {
 		s.log.Debugf("Reloaded: %s", name)
 	}

@@ -47,7 +47,9 @@ type Server struct {
 	log   *Logger
 	eng   *loop.Engine
 	start time.Time
-	mon   *monitor
+	// loaded is when the configuration was last loaded (start, then each reload), unix nanos.
+	loaded atomic.Int64
+	mon    *monitor
 
 	mu       sync.Mutex
 	running  bool
@@ -122,6 +124,7 @@ func (s *Server) Logger() *Logger { return s.log }
 func (s *Server) Start() error {
 	o := &s.opts
 	s.start = time.Now()
+	s.loaded.Store(s.start.UnixNano())
 	s.log.Noticef("Starting natsd")
 	s.log.Noticef("  Version:  %s (nats-server compatible %s)", Version, ServerVersion)
 	s.log.Noticef("  Go build: %s", runtime.Version())
@@ -223,6 +226,9 @@ func (s *Server) infoJSON(port int) (head, tail []byte) {
 	tail = fmt.Appendf(nil, `,"api_lvl":%d,"xkey":%q`, apiLevel, s.xkey)
 	return head, tail
 }
+
+// loadTime is when the configuration was last loaded or reloaded.
+func (s *Server) loadTime() time.Time { return time.Unix(0, s.loaded.Load()) }
 
 // Shutdown closes every connection and stops the listeners.
 func (s *Server) Shutdown() {

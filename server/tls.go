@@ -46,6 +46,7 @@ func loopTLS(o *Options) *loop.TLSConfig {
 		HandshakeFirst: o.TLSHandshakeFirst,
 		FallbackDelay:  fb,
 		AllowNonTLS:    o.AllowNonTLS && !o.TLSHandshakeFirst,
+		PinnedCerts:    o.TLSPinnedCerts,
 	}
 }
 
@@ -68,11 +69,13 @@ func (i info) withTLS(o *Options) info {
 
 func init() { reloadAppliers = append(reloadAppliers, reloadTLS) }
 
-// reloadTLS hands new certificates and TLS settings to the TLS driver; connections accepted
-// from then on use them, established sessions keep theirs (as in nats-server).
-func reloadTLS(s *Server, _, n *Options) error {
-	if s.eng == nil || n.TLSConfig == nil {
+// reloadTLS hands new certificates and TLS settings (or none: TLS switched off) to the
+// engine; connections accepted from then on use them, established ones keep theirs (as in
+// nats-server).
+func reloadTLS(s *Server, o, n *Options) error {
+	if s.eng == nil || (o.TLSConfig == nil && n.TLSConfig == nil) {
 		return nil
 	}
-	return s.eng.SetTLS(loopTLS(n))
+	s.eng.SetTLS(loopTLS(n))
+	return nil
 }

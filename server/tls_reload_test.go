@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,12 +64,54 @@ func TestReloadTLSCertificates(t *testing.T) {
 	// The session established before the reload goes on.
 	pubSubRoundTrip(t, old)
 
-	// Turning TLS off is not reloadable: rejected, nothing applied, TLS still required.
+	// TLS switched off by reload: new clients connect in plaintext, and the sessions
+	// established before it go on encrypted.
 	rewrite(t, path, "host: 127.0.0.1\nport: -1\n")
-	if err := s.Reload(); err == nil || !strings.Contains(err.Error(), "config reload not supported for TLS") {
+	if err := s.Reload(); err != nil {
 		t.Fatalf("reload without tls: %v", err)
 	}
-	if _, err := nats.Connect(s.ClientURL(), b.root()); err != nil {
-		t.Fatalf("TLS broken after a rejected reload: %v", err)
+	plain, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer plain.Close()
+	line, err := bufio.NewReader(plain).ReadString('\n')
+	if err != nil || strings.Contains(line, "tls_required") {
+		t.Fatalf("INFO after TLS was switched off: %q %v", line, err)
+	}
+	pc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("plaintext client after TLS was switched off: %v", err)
+	}
+	defer pc.Close()
+	pubSubRoundTrip(t, pc)
+	pubSubRoundTrip(t, old)
+
+	// And on again: a plaintext session fails the handshake, a TLS client connects.
+	writeServerPEM(t, b, dir)
+	rewrite(t, path, conf)
+	if err := s.Reload(); err != nil {
+		t.Fatalf("reload with tls: %v", err)
+	}
+	raw, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	br := bufio.NewReader(raw)
+	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, `"tls_required":true`) {
+		t.Fatalf("INFO after TLS was switched on: %q %v", line, err)
+	}
+	_, _ = raw.Write([]byte("CONNECT {}\r\nPING\r\n"))
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if rest, err := br.ReadString('\n'); err == nil {
+		t.Fatalf("plaintext CONNECT to a TLS port answered: %q", rest)
+	}
+	nc2, err := nats.Connect(s.ClientURL(), b.root())
+	if err != nil {
+		t.Fatalf("TLS client after TLS was switched on: %v", err)
+	}
+	defer nc2.Close()
+	pubSubRoundTrip(t, nc2)
+	pubSubRoundTrip(t, pc)
 }

@@ -2,13 +2,18 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -17,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/natsd/natsd/auth"
@@ -314,3 +320,126 @@ authorization { users: [ {user: "alice@example.com"}, {user: "O=Acme,CN=bob", pa
 		})
 	}
 }
+
+// TestTLSPinnedCerts: with pinned_certs only a client whose certificate's key is pinned gets
+// in; nats-server, given the same pins and certificates, admits the same clients.
+func TestTLSPinnedCerts(t *testing.T) {
+	p := newPKI(t)
+	leaf, err := x509.ParseCertificate(p.client.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+	pins := map[string]struct{}{hex.EncodeToString(sum[:]): {}}
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		TLS: true, TLSVerify: true, TLSTimeout: 2, TLSPinnedCerts: natsserver.PinnedCertSet(pins), TLSConfig: func() *tls.Config {
+			c := p.serverConfig()
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+			return c
+		}()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	defer ns.Shutdown()
+	s := startAuth(t, func(o *Options) {
+		o.TLSConfig, o.TLSVerify, o.TLSPinnedCerts = p.serverConfig(), true, pins
+	})
+	for _, url := range []string{ns.ClientURL(), s.ClientURL()} {
+		nc, err := nats.Connect(url, p.root(), clientCert(p.client))
+		if err != nil {
+			t.Fatalf("%s: pinned client refused: %v", url, err)
+		}
+		pubSubRoundTrip(t, nc)
+		nc.Close()
+		if nc, err := nats.Connect(url, p.root(), clientCert(p.clientDN), nats.Timeout(time.Second)); err == nil {
+			nc.Close()
+			t.Fatalf("%s: a client whose key is not pinned connected", url)
+		}
+	}
+}
+
+// TestTLSWrongSpeakerMatchesNatsServer sends each server, over raw TCP, what a confused or
+// hostile client might: garbage or a plaintext CONNECT where a ClientHello belongs, and a
+// ClientHello to a plaintext port. Both servers must answer with the same bytes after INFO
+// (nothing, an alert, or an -ERR) and then close.
+func TestTLSWrongSpeakerMatchesNatsServer(t *testing.T) {
+	p := newPKI(t)
+	var hello bytes.Buffer
+	_ = tls.Client(&captureConn{w: &hello}, &tls.Config{InsecureSkipVerify: true}).Handshake()
+	start := func(withTLS bool) (ref, ours string) {
+		o := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+		if withTLS {
+			o.TLS, o.TLSTimeout, o.TLSConfig = true, 2, p.serverConfig()
+		}
+		ns, err := natsserver.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(5 * time.Second) {
+			t.Fatal("nats-server not ready")
+		}
+		t.Cleanup(ns.Shutdown)
+		s := startAuth(t, func(o *Options) {
+			if withTLS {
+				o.TLSConfig = p.serverConfig()
+			}
+		})
+		return ns.Addr().String(), s.Addr().String()
+	}
+	exchange := func(addr string, send []byte) (string, error) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
+			return "", fmt.Errorf("no INFO: %q %v", line, err)
+		}
+		_, _ = c.Write(send)
+		rest, err := io.ReadAll(br)
+		if err != nil && !strings.Contains(err.Error(), "reset by peer") {
+			return string(rest), err
+		}
+		return string(rest), nil
+	}
+	tlsRef, tlsOurs := start(true)
+	plainRef, plainOurs := start(false)
+	cases := []struct {
+		name      string
+		ref, ours string
+		send      []byte
+	}{
+		{"plaintext CONNECT to a TLS port", tlsRef, tlsOurs, []byte("CONNECT {}\r\nPING\r\n")},
+		{"garbage to a TLS port", tlsRef, tlsOurs, []byte("\x00\x01\x02\x03\x04\x05\x06\x07")},
+		{"a broken handshake record to a TLS port", tlsRef, tlsOurs, []byte("\x16\x03\x01\x00\x05hello")},
+		{"a ClientHello to a plaintext port", plainRef, plainOurs, hello.Bytes()},
+	}
+	for _, c := range cases {
+		theirs, err1 := exchange(c.ref, c.send)
+		ours, err2 := exchange(c.ours, c.send)
+		t.Logf("%s: %q", c.name, theirs)
+		if err1 != nil || err2 != nil || theirs != ours {
+			t.Errorf("%s: nats-server %q (%v), natsd %q (%v)", c.name, theirs, err1, ours, err2)
+		}
+	}
+}
+
+// captureConn records what a TLS client writes and fails its reads: a ClientHello.
+type captureConn struct {
+	net.Conn
+	w io.Writer
+}
+
+func (c *captureConn) Write(b []byte) (int, error)      { return c.w.Write(b) }
+func (c *captureConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (c *captureConn) Close() error                     { return nil }
+func (c *captureConn) SetDeadline(time.Time) error      { return nil }
+func (c *captureConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *captureConn) SetWriteDeadline(time.Time) error { return nil }

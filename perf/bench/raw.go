@@ -8,6 +8,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -33,6 +34,10 @@ func hostPort(server string) (string, error) {
 	}
 	return h, nil
 }
+
+// ClientTLS, when set, is the TLS every rig connection starts after INFO (the server must
+// require it); nil: plaintext.
+var ClientTLS *tls.Config
 
 // rawConn is one client connection speaking the text protocol directly.
 type rawConn struct {
@@ -64,6 +69,15 @@ func dialRaw(addr string, readBuf int) (*rawConn, error) {
 	if !bytes.HasPrefix(line, []byte("INFO")) {
 		c.Close()
 		return nil, fmt.Errorf("expected INFO, got %q", trimCRLF(line))
+	}
+	if ClientTLS != nil {
+		tc := tls.Client(c, ClientTLS)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		c = tc
+		rc.c, rc.r = c, bufio.NewReaderSize(c, readBuf)
 	}
 	if _, err := c.Write([]byte(connectLine + "PING\r\n")); err != nil {
 		c.Close()

@@ -31,6 +31,9 @@ func runReqRep(cfg Config) (Result, error) {
 		}
 	})
 	opts = append(opts, errHandler, disc)
+	if ClientTLS != nil {
+		opts = append(opts, nats.Secure(ClientTLS))
+	}
 	resp, err := nats.Connect(cfg.Server, opts...)
 	if err != nil {
 		return res, fmt.Errorf("responder: %w", err)

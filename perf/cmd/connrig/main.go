@@ -5,11 +5,13 @@
 //
 //	go run ./perf/cmd/connrig --n 15000
 //	bin/connrig --n 15000 --targets natsd-gnet,natsd-netpoll,nats-server
+//	bin/connrig --n 15000 --tls   # the same over TLS 1.3
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -54,17 +56,35 @@ func main() {
 	natsdArgs := flag.String("natsd-args", "", "extra natsd flags")
 	pings := flag.Int("pings", 500, "PING round trips measured under load")
 	settle := flag.Duration("settle", 3*time.Second, "wait after setup before reading RSS")
+	useTLS := flag.Bool("tls", false, "TLS 1.3 connections (a self-signed certificate, the same for every server)")
 	flag.Parse()
 
 	raiseNoFile()
+	var tlsArgs []string
+	if *useTLS {
+		dir, err := os.MkdirTemp("", "connrig")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+		cert, key, err := bench.SelfSignedCert(dir, "server")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		tlsArgs = []string{"--tls", "--tlscert", cert, "--tlskey", key}
+		clientTLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
+	}
 	var ts []target
 	for _, t := range strings.Split(*targets, ",") {
 		t = strings.TrimSpace(t)
 		switch {
 		case t == "nats-server":
-			ts = append(ts, target{name: t, bin: *ref})
+			ts = append(ts, target{name: t, bin: *ref, args: tlsArgs})
 		case strings.HasPrefix(t, "natsd-"):
 			args := []string{"--engine", strings.TrimPrefix(t, "natsd-")}
+			args = append(args, tlsArgs...)
 			args = append(args, strings.Fields(*natsdArgs)...)
 			ts = append(ts, target{name: t, bin: *natsd, args: args})
 		default:
@@ -126,6 +146,9 @@ func freePort() int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// clientTLS, when set, is what each connection starts TLS with after INFO.
+var clientTLS *tls.Config
 
 type conn struct {
 	c  net.Conn
@@ -251,6 +274,19 @@ func open(addr string, i, sources int) (*conn, error) {
 	if err != nil || !strings.HasPrefix(line, "INFO ") {
 		c.Close()
 		return nil, fmt.Errorf("no INFO: %q %v", trunc(line), err)
+	}
+	if clientTLS != nil {
+		if br.Buffered() > 0 {
+			c.Close()
+			return nil, fmt.Errorf("bytes after INFO before the handshake")
+		}
+		tc := tls.Client(c, clientTLS)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c = tc
+		br = bufio.NewReaderSize(c, 512)
 	}
 	msg := fmt.Sprintf("CONNECT {\"verbose\":false,\"pedantic\":false,\"protocol\":1}\r\nSUB idle.%d 1\r\nPING\r\n", i)
 	if _, err := io.WriteString(c, msg); err != nil {

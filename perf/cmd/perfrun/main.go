@@ -7,6 +7,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -100,6 +101,7 @@ func main() {
 		filter    = flag.String("scenarios", "", "regexp on scenario ids to run (e.g. 'pubsub|fanout')")
 		profile   = flag.Bool("profile", true, "one extra profiled natsd round per scenario: pprof CPU/allocs + flame graphs (off with --quick unless set)")
 		list      = flag.Bool("list", false, "list scenario ids and exit")
+		useTLS    = flag.Bool("tls", false, "every connection over TLS 1.3 (both servers get the same self-signed certificate)")
 	)
 	flag.Parse()
 	profSet := false
@@ -160,11 +162,24 @@ func main() {
 	} else if *quick {
 		stamp += "-quick"
 	}
+	if *useTLS {
+		stamp += "-tls"
+	}
 	r := &runner{out: filepath.Join(*outDir, stamp), rounds: *rounds, duration: *duration, msgs: *msgs}
 	for _, d := range []string{"logs", "profiles", "flame"} {
 		if err := os.MkdirAll(filepath.Join(r.out, d), 0o755); err != nil {
 			fatal(err)
 		}
+	}
+	if *useTLS {
+		cert, key, err := bench.SelfSignedCert(r.out, "server")
+		if err != nil {
+			fatal(err)
+		}
+		targs := []string{"--tls", "--tlscert", cert, "--tlskey", key}
+		a.args = append(targs, a.args...)
+		b.args = append(targs[:len(targs):len(targs)], b.args...)
+		bench.ClientTLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
 	}
 	fmt.Printf("perf: %d scenarios × %d rounds × 2 servers (%s vs %s), %v per round\n", len(scens), r.rounds, a.name, b.name, r.duration)
 	var rows []row
@@ -230,6 +245,7 @@ func (r *runner) start(s side, logName string, env []string) (*proc, error) {
 		}
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
 		if err == nil {
+			probeTLS(c)
 			c.Close()
 			return p, nil
 		}
@@ -238,6 +254,22 @@ func (r *runner) start(s side, logName string, env []string) (*proc, error) {
 	_ = cmd.Process.Kill()
 	<-p.exited
 	return nil, fmt.Errorf("%s did not listen on %d within 10s", s.name, port)
+}
+
+// probeTLS finishes the readiness probe's TLS handshake, so that neither server logs a
+// failed one for it.
+func probeTLS(c net.Conn) {
+	if bench.ClientTLS == nil {
+		return
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, 1)
+	for b[0] != '\n' {
+		if _, err := c.Read(b); err != nil {
+			return
+		}
+	}
+	_ = tls.Client(c, bench.ClientTLS).Handshake()
 }
 
 // stop sends SIGTERM to the server's PID and waits (SIGKILL after 15 s).

@@ -1,0 +1,882 @@
+package loop
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/natsd/natsd/outbound"
+)
+
+// tlsLayer is TLS as a connection adapter: it sits between an engine's connection (gnet,
+// netpoll) and the client state machine, on the same reactor, so a TLS connection is served
+// like a plain one: no goroutine, and no buffer of its own while it is idle.
+//
+// Only the handshake leaves the reactor: crypto/tls runs it on a goroutine (hsConn), fed the
+// bytes the reactor reads and writing through the reactor; at most hsGate handshakes compute
+// at once, so an accept storm leaves the reactors their cores. Once established, a TLS 1.3
+// session's records are opened and sealed on the reactor by record13, with the application
+// traffic secrets crypto/tls reports through its key log hook; a TLS 1.2 session (or an
+// unusual suite) keeps crypto/tls's record layer, driven without blocking through the same
+// hsConn. Both leave certificate checks, the key schedule and every handshake rule to the
+// standard library, so its security fixes apply here unchanged (README "TLS").
+type tlsLayer struct {
+	Conn // the engine's connection: raw bytes
+	e    *Engine
+	ex   Executor
+	tc   *TLSConfig
+	c    *client
+	kick func() // runs traffic again on the reactor (bytes arrived off the engine's buffer)
+
+	state    uint8
+	greeting []byte   // handshake first: INFO waits for the session
+	held     [][]byte // plaintext written before the session is up, in pooled chunks
+	heldN    int
+
+	hs  atomic.Pointer[hsConn] // the handshake in progress, or the TLS 1.2 adapter
+	rec *record13              // an established TLS 1.3 session on the reactor
+	std *tls.Conn              // an established session crypto/tls keeps (TLS 1.2)
+	raw []byte                 // TLS 1.3 records read during the handshake, not yet opened
+
+	plain []byte // opened application data; plain[rd:] is what the parser has not consumed
+	rd    int
+	// seen is where in plain the last Peek ended: what lies beyond it was opened after the
+	// engine last looked (netpoll reads while traffic runs).
+	seen int
+	wout []byte // std's ciphertext while it runs on the reactor
+
+	vers, suite uint16
+	peer        []*x509.Certificate
+	ended       bool // the session is over (close_notify, or a bad record): read nothing more
+	timer       *time.Timer
+}
+
+const (
+	tlsSniff   = iota // handshake first with a fallback delay: has the client spoken?
+	tlsHello          // INFO sent: waiting for the ClientHello (or, with allow_non_tls, plaintext)
+	tlsShaking        // crypto/tls is running the handshake
+	tlsOpen           // established
+	tlsPlain          // allow_non_tls: the client stayed in plaintext
+	tlsDead
+)
+
+const closeTLSHandshake = "TLS Handshake Failure"
+
+// tlsWriteBatch is how much ciphertext the layer seals before it hands it to the engine.
+const tlsWriteBatch = 128 << 10
+
+var cipherPool = sync.Pool{New: func() any { b := make([]byte, 0, tlsWriteBatch+sealedLen(maxPlaintext)); return &b }}
+
+// Opened plaintext lives in pooled buffers of two sizes: most turns need a few KiB, a busy
+// publisher's a whole engine read (256 KiB) at once. A buffer goes back when drained.
+const (
+	plainSmall = 32 << 10
+	plainLarge = 512 << 10
+)
+
+var (
+	plainSmallPool = sync.Pool{New: func() any { b := make([]byte, 0, plainSmall); return &b }}
+	plainLargePool = sync.Pool{New: func() any { b := make([]byte, 0, plainLarge); return &b }}
+)
+
+// plainFor makes room in l.plain for about n more bytes, moving what is unconsumed to the
+// front of the same or a larger pooled buffer. It runs only in pump, where the engine holds
+// no slice of plain (traffic calls it before Peek or after Discard).
+func (l *tlsLayer) plainFor(n int) {
+	if l.plain != nil && cap(l.plain)-len(l.plain) >= n {
+		return
+	}
+	left := len(l.plain) - l.rd
+	want := left + n
+	if l.plain != nil && cap(l.plain) >= want {
+		copy(l.plain, l.plain[l.rd:])
+		l.plain, l.seen, l.rd = l.plain[:left], max(l.seen-l.rd, 0), 0
+		return
+	}
+	var nb []byte
+	switch {
+	case want <= plainSmall:
+		nb = (*plainSmallPool.Get().(*[]byte))[:0]
+	case want <= plainLarge:
+		nb = (*plainLargePool.Get().(*[]byte))[:0]
+	default:
+		nb = make([]byte, 0, want)
+	}
+	nb = append(nb, l.plain[l.rd:]...)
+	seen := max(l.seen-l.rd, 0)
+	l.releasePlain()
+	l.plain, l.seen = nb, seen
+}
+
+// newTLSLayer wraps conn for the TLS settings tc; start then sends or holds the greeting.
+func newTLSLayer(e *Engine, conn Conn, ex Executor, tc *TLSConfig, kick func()) *tlsLayer {
+	return &tlsLayer{Conn: conn, e: e, ex: ex, tc: tc, kick: kick}
+}
+
+// start takes the client's greeting (INFO) and returns what to send now, in plaintext.
+// With handshake_first the greeting waits for the session; with a fallback delay, for the
+// delay or the client's first bytes, whichever comes first.
+func (l *tlsLayer) start(c *client, greeting []byte) []byte {
+	l.c = c
+	if l.tc.Timeout > 0 {
+		l.timer = time.AfterFunc(l.tc.Timeout, func() { _ = l.ex.Execute(l.timedOut) })
+	}
+	if !l.tc.HandshakeFirst {
+		l.state = tlsHello
+		return greeting
+	}
+	l.greeting = greeting
+	if l.tc.FallbackDelay > 0 {
+		l.state = tlsSniff
+		time.AfterFunc(l.tc.FallbackDelay, func() { _ = l.ex.Execute(l.fallback) })
+	} else {
+		l.state = tlsHello
+	}
+	return nil
+}
+
+// fallback: the client said nothing within the delay, so it waits for INFO (handshake_first:
+// auto) and starts TLS after it.
+func (l *tlsLayer) fallback() {
+	if l.state != tlsSniff {
+		return
+	}
+	l.state = tlsHello
+	g := l.greeting
+	l.greeting = nil
+	_, _ = l.Conn.Writev([][]byte{g})
+}
+
+func (l *tlsLayer) timedOut() {
+	if l.state <= tlsShaking {
+		l.handshakeFailed(errHandshakeTimeout{})
+	}
+}
+
+// TLSState reports the session's parameters (nil until it is established).
+func (l *tlsLayer) TLSState() *tls.ConnectionState {
+	if l.state != tlsOpen {
+		return nil
+	}
+	return &tls.ConnectionState{Version: l.vers, CipherSuite: l.suite, HandshakeComplete: true, PeerCertificates: l.peer}
+}
+
+func (l *tlsLayer) Peek(n int) ([]byte, error) {
+	if l.state == tlsPlain {
+		return l.Conn.Peek(n)
+	}
+	if l.rd == len(l.plain) {
+		l.pump()
+	}
+	b := l.plain[l.rd:]
+	if n > 0 && n < len(b) {
+		b = b[:n]
+	}
+	l.seen = l.rd + len(b)
+	return b, nil
+}
+
+// unseen reports whether plaintext the engine has not looked at since its last Peek is
+// enough to parse on (need: the size the parser waits for).
+func (l *tlsLayer) unseen(need int) bool {
+	return l.state == tlsOpen && len(l.plain) > l.seen && len(l.plain)-l.rd >= max(need, 1)
+}
+
+func (l *tlsLayer) Discard(n int) (int, error) {
+	if l.state == tlsPlain {
+		return l.Conn.Discard(n)
+	}
+	avail := len(l.plain) - l.rd
+	if n <= 0 {
+		_, _ = l.Conn.Discard(-1)
+		l.raw = nil
+		n = avail
+	} else if n > avail {
+		n = avail
+	}
+	l.rd += n
+	if l.rd == len(l.plain) {
+		l.releasePlain()
+	}
+	return n, nil
+}
+
+// releasePlain hands the drained plaintext buffer back: an idle connection holds none.
+func (l *tlsLayer) releasePlain() {
+	if l.plain == nil {
+		return
+	}
+	b := l.plain[:0]
+	switch cap(b) {
+	case plainSmall:
+		plainSmallPool.Put(&b)
+	case plainLarge:
+		plainLargePool.Put(&b)
+	}
+	l.plain, l.rd, l.seen = nil, 0, 0
+}
+
+func (l *tlsLayer) InboundBuffered() int {
+	if l.state == tlsPlain {
+		return l.Conn.InboundBuffered()
+	}
+	l.pump()
+	return len(l.plain) - l.rd
+}
+
+func (l *tlsLayer) OutboundBuffered() int { return l.Conn.OutboundBuffered() + l.heldN }
+
+func (l *tlsLayer) Writev(bs [][]byte) (int, error) {
+	switch l.state {
+	case tlsPlain:
+		return l.Conn.Writev(bs)
+	case tlsOpen:
+		if l.rec != nil {
+			return l.seal(bs)
+		}
+		return l.writeStd(bs)
+	case tlsDead:
+		return 0, net.ErrClosed
+	}
+	n := 0
+	for _, b := range bs {
+		n += len(b)
+		l.held = outbound.AppendChunks(l.held, b)
+	}
+	l.heldN += n
+	return n, nil
+}
+
+// seal encrypts bs into records of at most maxPlaintext bytes and hands them to the engine
+// in batches of tlsWriteBatch.
+func (l *tlsLayer) seal(bs [][]byte) (int, error) {
+	total := 0
+	for _, b := range bs {
+		total += len(b)
+	}
+	bp := cipherPool.Get().(*[]byte)
+	out := (*bp)[:0]
+	bi, off := 0, 0
+	var err error
+	for left := total; left > 0; {
+		m := min(left, maxPlaintext)
+		if cap(out)-len(out) < sealedLen(m) {
+			if _, err = l.Conn.Writev([][]byte{out}); err != nil {
+				break
+			}
+			out = out[:0]
+		}
+		dst := out[len(out)+recordHeaderLen : len(out)+recordHeaderLen+m]
+		for k := 0; k < m; {
+			c := copy(dst[k:], bs[bi][off:])
+			k += c
+			if off += c; off == len(bs[bi]) {
+				bi, off = bi+1, 0
+			}
+		}
+		out = l.rec.seal(out, m, recordApplicationData)
+		left -= m
+	}
+	if err == nil && len(out) > 0 {
+		_, err = l.Conn.Writev([][]byte{out})
+	}
+	*bp = out[:0]
+	cipherPool.Put(bp)
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// writeStd runs crypto/tls's record layer: it writes through hsConn into l.wout.
+func (l *tlsLayer) writeStd(bs [][]byte) (int, error) {
+	total := 0
+	var chunk [maxPlaintext]byte
+	k := 0
+	var err error
+	for _, b := range bs {
+		total += len(b)
+		for len(b) > 0 && err == nil {
+			c := copy(chunk[k:], b)
+			b, k = b[c:], k+c
+			if k == len(chunk) {
+				_, err = l.std.Write(chunk[:k])
+				k = 0
+			}
+		}
+	}
+	if k > 0 && err == nil {
+		_, err = l.std.Write(chunk[:k])
+	}
+	if ferr := l.flushStd(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+func (l *tlsLayer) flushStd() error {
+	if len(l.wout) == 0 {
+		return nil
+	}
+	_, err := l.Conn.Writev([][]byte{l.wout})
+	if cap(l.wout) > tlsWriteBatch {
+		l.wout = nil
+	} else {
+		l.wout = l.wout[:0]
+	}
+	return err
+}
+
+// Close closes the engine connection after what is queued; safe from any goroutine.
+func (l *tlsLayer) Close() error {
+	if h := l.hs.Load(); h != nil {
+		h.kill(net.ErrClosed) // a session crypto/tls keeps on the reactor does not look at it
+	}
+	return l.Conn.Close()
+}
+
+// closed releases the layer once the engine connection is gone (on the reactor).
+func (l *tlsLayer) closed() {
+	if l.state <= tlsShaking && (l.c == nil || !l.c.closing) {
+		// The client left before its session was up: nats-server's handshake read ends in EOF.
+		l.logHandshakeError(io.EOF)
+	}
+	l.state = tlsDead
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if h := l.hs.Swap(nil); h != nil {
+		h.kill(net.ErrClosed)
+	}
+	for _, b := range l.held {
+		outbound.PutChunk(b)
+	}
+	l.held, l.heldN, l.greeting, l.raw, l.wout = nil, 0, nil, nil, nil
+	l.releasePlain()
+}
+
+// pump moves what the engine has read: to the handshake, or through the record layer into
+// plain.
+func (l *tlsLayer) pump() {
+	switch l.state {
+	case tlsSniff, tlsHello, tlsShaking:
+		l.feedHandshake()
+	case tlsOpen:
+		if l.ended {
+			_, _ = l.Conn.Discard(-1)
+		} else if l.rec != nil {
+			l.open13()
+		} else {
+			l.openStd()
+		}
+	}
+}
+
+func (l *tlsLayer) feedHandshake() {
+	n := l.Conn.InboundBuffered()
+	if n == 0 {
+		return
+	}
+	raw, _ := l.Conn.Peek(n)
+	if l.state != tlsShaking {
+		if l.tc.AllowNonTLS && raw[0] != recordHandshake {
+			// allow_non_tls: a client that answers INFO with anything but a ClientHello
+			// stays in plaintext.
+			l.plainNow()
+			return
+		}
+		l.startHandshake()
+	}
+	if h := l.hs.Load(); h != nil {
+		h.feed(raw)
+	}
+	_, _ = l.Conn.Discard(len(raw))
+}
+
+func (l *tlsLayer) plainNow() {
+	l.state = tlsPlain
+	l.stopTimer()
+	held := l.held
+	l.held, l.heldN = nil, 0
+	if len(held) > 0 {
+		_, _ = l.Conn.Writev(held)
+	}
+	for _, b := range held {
+		outbound.PutChunk(b)
+	}
+}
+
+func (l *tlsLayer) stopTimer() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
+// hsGate bounds the handshakes computing at once: all cores but one, so that an accept storm
+// of TLS clients cannot take the reactors' CPU from established connections.
+var hsGate = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+
+func (l *tlsLayer) startHandshake() {
+	l.state = tlsShaking
+	h := &hsConn{l: l, remote: l.Conn.RemoteAddr()}
+	h.cond.L = &h.mu
+	l.hs.Store(h)
+	cfg := l.tc.Config.Clone()
+	kc := &keyCapture{}
+	cfg.KeyLogWriter = kc
+	// A session ticket is the one record crypto/tls may seal with the application key during
+	// the handshake; counting them gives the record layer its starting sequence number.
+	base := l.tc.Config
+	cfg.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+		kc.tickets.Add(1)
+		if base.WrapSession != nil {
+			return base.WrapSession(cs, ss)
+		}
+		return base.EncryptTicket(cs, ss)
+	}
+	if base.UnwrapSession == nil {
+		// Tickets are sealed with the shared configuration's keys (the clone's own would
+		// differ from one connection to the next), so they are opened with them too.
+		cfg.UnwrapSession = func(id []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+			return base.DecryptTicket(id, cs)
+		}
+	}
+	go l.handshake(h, cfg, kc)
+}
+
+// stormHandshakes: when this many handshakes have run since the last time none was in
+// progress, the accept storm that is now over left its garbage (a handshake allocates tens of
+// KiB), and the reclaimer hands it back rather than wait for the idle check.
+const stormHandshakes = 512
+
+func (l *tlsLayer) handshake(h *hsConn, cfg *tls.Config, kc *keyCapture) {
+	e := l.e
+	e.hsInflight.Add(1)
+	e.hsSince.Add(1)
+	defer func() {
+		if e.hsInflight.Add(-1) == 0 && e.hsSince.Load() >= stormHandshakes {
+			e.hsSince.Store(0)
+			e.reclaim.soon()
+		}
+	}()
+	hsGate <- struct{}{}
+	h.gated = true
+	s := tls.Server(h, cfg)
+	err := s.Handshake()
+	if h.gated {
+		<-hsGate
+		h.gated = false
+	}
+	var st tls.ConnectionState
+	if err == nil {
+		st = s.ConnectionState()
+	}
+	_ = l.ex.Execute(func() { l.established(h, s, &st, kc, err) })
+}
+
+// established runs on the reactor when crypto/tls has finished the handshake.
+func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, kc *keyCapture, err error) {
+	if l.state != tlsShaking || l.hs.Load() != h {
+		return
+	}
+	if err != nil {
+		l.handshakeFailed(err)
+		return
+	}
+	if !pinned(l.tc.PinnedCerts, st.PeerCertificates) {
+		l.handshakeFailed(errCertNotPinned)
+		return
+	}
+	l.stopTimer()
+	l.vers, l.suite, l.peer = st.Version, st.CipherSuite, st.PeerCertificates
+	left := h.takeRest()
+	if st.Version == tls.VersionTLS13 && kc.client != nil && kc.server != nil {
+		if rec, rerr := newRecord13(st.CipherSuite, kc.client, kc.server); rerr == nil {
+			rec.out.seq = uint64(kc.tickets.Load())
+			l.rec = rec
+			l.raw = left
+			l.hs.Store(nil)
+		}
+	}
+	if l.rec == nil {
+		// crypto/tls keeps the session; from now on it reads and writes on the reactor.
+		h.goSync(l, left)
+		l.std = s
+	}
+	l.state = tlsOpen
+	if g := l.greeting; g != nil {
+		l.greeting = nil
+		_, _ = l.Writev([][]byte{g})
+	}
+	if held := l.held; len(held) > 0 {
+		l.held, l.heldN = nil, 0
+		_, _ = l.Writev(held)
+		for _, b := range held {
+			outbound.PutChunk(b)
+		}
+	}
+	l.kick()
+}
+
+var errCertNotPinned = errors.New("certificate not pinned")
+
+// pinned reports whether a client's chain passes pinned_certs (nil: no pinning).
+func pinned(set map[string]struct{}, chain []*x509.Certificate) bool {
+	if set == nil {
+		return true
+	}
+	if len(chain) == 0 || chain[0] == nil {
+		return false
+	}
+	sum := sha256.Sum256(chain[0].RawSubjectPublicKeyInfo)
+	_, ok := set[hex.EncodeToString(sum[:])]
+	return ok
+}
+
+func (l *tlsLayer) handshakeFailed(err error) {
+	if l.state > tlsShaking {
+		return
+	}
+	l.stopTimer()
+	if h := l.hs.Swap(nil); h != nil {
+		h.kill(err)
+	}
+	l.logHandshakeError(err)
+	l.state = tlsDead
+	for _, b := range l.held {
+		outbound.PutChunk(b)
+	}
+	l.held, l.heldN = nil, 0
+	if c := l.c; c != nil && !c.closing && !c.closed {
+		c.closing = true
+		c.reason = closeTLSHandshake
+	}
+	_ = l.Conn.Close()
+}
+
+// errHandshakeTimeout is the handshake timeout, a net.Error as a read deadline's is.
+type errHandshakeTimeout struct{}
+
+func (errHandshakeTimeout) Error() string   { return "i/o timeout" }
+func (errHandshakeTimeout) Timeout() bool   { return true }
+func (errHandshakeTimeout) Temporary() bool { return true }
+
+// logHandshakeError logs a failed handshake as nats-server does: at debug level what a
+// load balancer's probe or a plaintext client causes (a timeout, a first record that is not
+// TLS), as an error anything else, with the subjects and fingerprints of a chain that failed
+// verification.
+func (l *tlsLayer) logHandshakeError(err error) {
+	lg := l.e.cfg.Log
+	if lg == nil {
+		return
+	}
+	var detail string
+	var ve *tls.CertificateVerificationError
+	if errors.As(err, &ve) {
+		subjs := make([]string, 0, len(ve.UnverifiedCertificates))
+		for _, c := range ve.UnverifiedCertificates {
+			fp := sha256.Sum256(c.Raw)
+			subjs = append(subjs, fmt.Sprintf("%s SHA-256: %s", c.Subject.String(), hex.EncodeToString(fp[:])))
+		}
+		if len(subjs) > 0 {
+			detail = " (" + strings.Join(subjs, "; ") + ")"
+		}
+	}
+	logf := lg.Errorf
+	var ne net.Error
+	var rh tls.RecordHeaderError
+	if errors.As(err, &ne) && ne.Timeout() || errors.As(err, &rh) && rh.Conn != nil {
+		logf = lg.Debugf
+	}
+	if c := l.c; c != nil {
+		logf("%s:%d - cid:%d - TLS handshake error: %v%s", c.ip, c.port, c.cid, err, detail)
+	} else {
+		logf("%s - TLS handshake error: %v%s", l.Conn.RemoteAddr(), err, detail)
+	}
+}
+
+// sessionFailed ends an established session: the peer closed it, or sent what it must not.
+// The state stays open (what the session was is still reported, /connz?state=closed) but
+// nothing more is read from it.
+func (l *tlsLayer) sessionFailed(err error) {
+	l.ended = true
+	if !errors.Is(err, errCloseNotify) && !errors.Is(err, io.EOF) {
+		if lg := l.e.cfg.Log; lg != nil {
+			lg.Debugf("%s - TLS error: %v", l.Conn.RemoteAddr(), err)
+		}
+	}
+	if c := l.c; c != nil && !c.closing && !c.closed {
+		c.closing = true
+		c.reason = closeClient
+	}
+	_ = l.Conn.Close()
+}
+
+// open13 opens every whole record the engine holds into plain.
+func (l *tlsLayer) open13() {
+	l.plainFor(l.Conn.InboundBuffered() + len(l.raw))
+	for {
+		var raw []byte
+		held := len(l.raw) > 0
+		if held {
+			// Records read during the handshake come first; what the engine has is joined to
+			// them until they are used up.
+			if n := l.Conn.InboundBuffered(); n > 0 {
+				more, _ := l.Conn.Peek(n)
+				l.raw = append(l.raw, more...)
+				_, _ = l.Conn.Discard(n)
+			}
+			raw = l.raw
+		} else {
+			n := min(l.Conn.InboundBuffered(), peekWindow)
+			if n < recordHeaderLen {
+				break
+			}
+			raw, _ = l.Conn.Peek(n)
+		}
+		used, plain, reply, err := l.rec.open(raw, l.plain, nil)
+		l.plain = plain
+		if held {
+			if l.raw = l.raw[used:]; len(l.raw) == 0 {
+				l.raw = nil
+			}
+		} else if used > 0 {
+			_, _ = l.Conn.Discard(used)
+		}
+		if len(reply) > 0 {
+			_, _ = l.Conn.Writev([][]byte{reply})
+		}
+		if err != nil {
+			l.sessionFailed(err)
+			return
+		}
+		if used == 0 || l.raw != nil {
+			break // the rest of a record has not arrived
+		}
+	}
+	if len(l.plain) == l.rd {
+		l.releasePlain()
+	}
+}
+
+// openStd runs crypto/tls's record layer over what the engine holds.
+func (l *tlsLayer) openStd() {
+	h := l.hs.Load()
+	if n := l.Conn.InboundBuffered(); n > 0 {
+		raw, _ := l.Conn.Peek(n)
+		h.in = append(h.in, raw...)
+		_, _ = l.Conn.Discard(n)
+	}
+	if len(h.in) == h.rd {
+		return
+	}
+	l.plainFor(len(h.in) - h.rd + maxPlaintext)
+	for {
+		l.plain = growTo(l.plain, maxPlaintext+1)
+		n, err := l.std.Read(l.plain[len(l.plain):cap(l.plain)])
+		l.plain = l.plain[:len(l.plain)+n]
+		_ = l.flushStd()
+		if err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Temporary() { //nolint:staticcheck // crypto/tls's own test for a retryable read
+				l.sessionFailed(err)
+			}
+			break
+		}
+		if n == 0 {
+			break
+		}
+	}
+	h.compact()
+	if len(l.plain) == l.rd {
+		l.releasePlain()
+	}
+}
+
+// keyCapture receives crypto/tls's key log lines for one handshake: the application traffic
+// secrets are what record13 needs. Nothing is written anywhere.
+type keyCapture struct {
+	client, server []byte
+	tickets        atomic.Int32
+}
+
+func (k *keyCapture) Write(line []byte) (int, error) {
+	f := bytes.Fields(line)
+	if len(f) == 3 {
+		s, err := hex.DecodeString(string(f[2]))
+		if err == nil {
+			switch string(f[0]) {
+			case "CLIENT_TRAFFIC_SECRET_0":
+				k.client = s
+			case "SERVER_TRAFFIC_SECRET_0":
+				k.server = s
+			}
+		}
+	}
+	return len(line), nil
+}
+
+// hsConn is the net.Conn crypto/tls runs on. During the handshake (on its goroutine) Read
+// waits for bytes the reactor feeds, and hands them out a record at a time so that nothing
+// after the client's Finished is taken into crypto/tls's buffers; Write goes out through the
+// reactor. Once a session stays with crypto/tls (sync), both run on the reactor: Read reports
+// a retryable error when it has nothing, which crypto/tls leaves the session intact after.
+type hsConn struct {
+	l      *tlsLayer
+	remote net.Addr
+	mu     sync.Mutex
+	cond   sync.Cond
+	in     []byte
+	rd     int
+	cur    int // bytes left of the record being handed out
+	err    error
+	sync   bool
+	gated  bool // holds a hsGate slot (handshake goroutine only)
+}
+
+func (h *hsConn) feed(b []byte) {
+	h.mu.Lock()
+	if h.err == nil {
+		h.in = append(h.in, b...)
+		h.cond.Signal()
+	}
+	h.mu.Unlock()
+}
+
+func (h *hsConn) kill(err error) {
+	h.mu.Lock()
+	if h.err == nil {
+		h.err = err
+	}
+	h.cond.Signal()
+	h.mu.Unlock()
+}
+
+// takeRest ends the handshake: what is left unread are the client's first records.
+func (h *hsConn) takeRest() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rest := h.in[h.rd:]
+	h.in, h.rd = nil, 0
+	if len(rest) == 0 {
+		return nil
+	}
+	return append([]byte(nil), rest...)
+}
+
+func (h *hsConn) goSync(l *tlsLayer, rest []byte) {
+	h.mu.Lock()
+	h.sync = true
+	h.in, h.rd, h.cur = rest, 0, 0
+	h.mu.Unlock()
+}
+
+func (h *hsConn) compact() {
+	if h.rd == len(h.in) {
+		h.in, h.rd = nil, 0
+	} else if h.rd > 0 {
+		n := copy(h.in, h.in[h.rd:])
+		h.in, h.rd = h.in[:n], 0
+	}
+}
+
+// errWouldBlock is the retryable read error of a session crypto/tls keeps.
+type errWouldBlock struct{}
+
+func (errWouldBlock) Error() string   { return "tls: no input buffered" }
+func (errWouldBlock) Timeout() bool   { return false }
+func (errWouldBlock) Temporary() bool { return true }
+
+func (h *hsConn) Read(b []byte) (int, error) {
+	if h.sync {
+		if h.rd == len(h.in) {
+			return 0, errWouldBlock{}
+		}
+		n := copy(b, h.in[h.rd:])
+		h.rd += n
+		return n, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for {
+		if h.err != nil {
+			return 0, h.err
+		}
+		avail := len(h.in) - h.rd
+		if h.cur == 0 && avail >= recordHeaderLen {
+			hdr := h.in[h.rd:]
+			h.cur = recordHeaderLen + (int(hdr[3])<<8 | int(hdr[4]))
+		}
+		if h.cur > 0 && avail > 0 {
+			n := copy(b, h.in[h.rd:h.rd+min(avail, h.cur)])
+			h.rd += n
+			h.cur -= n
+			if h.rd == len(h.in) {
+				h.in, h.rd = h.in[:0], 0
+			}
+			return n, nil
+		}
+		// Waiting for the client: the slot goes to a handshake that can compute.
+		if h.gated {
+			h.mu.Unlock()
+			<-hsGate
+			h.gated = false
+			h.mu.Lock()
+		}
+		for h.err == nil && (len(h.in)-h.rd < recordHeaderLen && h.cur == 0 || len(h.in) == h.rd) {
+			h.cond.Wait()
+		}
+		if h.err == nil {
+			h.mu.Unlock()
+			hsGate <- struct{}{}
+			h.gated = true
+			h.mu.Lock()
+		}
+	}
+}
+
+func (h *hsConn) Write(b []byte) (int, error) {
+	l := h.l
+	if h.sync {
+		l.wout = append(l.wout, b...)
+		return len(b), nil
+	}
+	cp := append([]byte(nil), b...)
+	if err := l.ex.Execute(func() {
+		if l.state == tlsShaking && l.hs.Load() == h {
+			_, _ = l.Conn.Writev([][]byte{cp})
+		}
+	}); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (h *hsConn) Close() error {
+	if !h.sync {
+		h.kill(net.ErrClosed)
+	}
+	return nil
+}
+
+func (h *hsConn) LocalAddr() net.Addr              { return nil }
+func (h *hsConn) RemoteAddr() net.Addr             { return h.remote }
+func (h *hsConn) SetDeadline(time.Time) error      { return nil }
+func (h *hsConn) SetReadDeadline(time.Time) error  { return nil }
+func (h *hsConn) SetWriteDeadline(time.Time) error { return nil }

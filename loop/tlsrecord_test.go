@@ -1,0 +1,164 @@
+package loop
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"testing"
+)
+
+// pair13 is a session seen from both ends: srv opens what cli seals and the other way round.
+func pair13(t *testing.T, suite uint16) (srv, cli *record13) {
+	t.Helper()
+	n := 32
+	if suite == tls.TLS_AES_256_GCM_SHA384 {
+		n = 48
+	}
+	cs, ss := make([]byte, n), make([]byte, n)
+	_, _ = rand.Read(cs)
+	_, _ = rand.Read(ss)
+	srv, err := newRecord13(suite, cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client's view: it opens with the server's secret and seals with its own.
+	cli, err = newRecord13(suite, ss, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli
+}
+
+// TestRecord13 covers what interop with crypto/tls clients (tlslayer_test.go) cannot reach:
+// every suite, records split anywhere, KeyUpdate in both forms, alerts, tampering and sizes.
+func TestRecord13(t *testing.T) {
+	for _, suite := range []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256} {
+		t.Run(tls.CipherSuiteName(suite), func(t *testing.T) {
+			srv, cli := pair13(t, suite)
+			msg := make([]byte, 3*maxPlaintext+5)
+			_, _ = rand.Read(msg)
+			var wire []byte
+			for off := 0; off < len(msg); off += maxPlaintext {
+				wire = cli.sealBytes(wire, msg[off:min(off+maxPlaintext, len(msg))], recordApplicationData)
+			}
+			// Fed a byte at a time, only whole records are consumed.
+			var plain []byte
+			raw := []byte{}
+			for _, b := range wire {
+				raw = append(raw, b)
+				used, p, reply, err := srv.open(raw, plain, nil)
+				if err != nil || len(reply) > 0 {
+					t.Fatal(err, reply)
+				}
+				plain, raw = p, raw[used:]
+			}
+			if !bytes.Equal(plain, msg) || len(raw) != 0 {
+				t.Fatalf("opened %d bytes, %d left", len(plain), len(raw))
+			}
+
+			// KeyUpdate asking for an answer: the server answers under its old key, then both
+			// directions move on, and traffic still flows.
+			ku := cli.sealBytes(nil, []byte{handshakeKeyUpdate, 0, 0, 1, 1}, recordHandshake)
+			if err := cli.out.update(cli); err != nil {
+				t.Fatal(err)
+			}
+			ku = cli.sealBytes(ku, []byte("after"), recordApplicationData)
+			used, p, reply, err := srv.open(ku, nil, nil)
+			if err != nil || used != len(ku) || string(p) != "after" || len(reply) == 0 {
+				t.Fatalf("KeyUpdate: used %d/%d %q reply %d %v", used, len(ku), p, len(reply), err)
+			}
+			_, p, back, err := cli.open(reply, nil, nil)
+			if err != nil || len(p) != 0 || len(back) != 0 {
+				t.Fatalf("client reading the answer: %q %v", p, err)
+			}
+			down := srv.sealBytes(nil, []byte("down"), recordApplicationData)
+			if _, p, _, err := cli.open(down, nil, nil); err != nil || string(p) != "down" {
+				t.Fatalf("after KeyUpdate: %q %v", p, err)
+			}
+			// And one that asks for nothing.
+			ku = cli.sealBytes(nil, []byte{handshakeKeyUpdate, 0, 0, 1, 0}, recordHandshake)
+			_ = cli.out.update(cli)
+			ku = cli.sealBytes(ku, []byte("x"), recordApplicationData)
+			if _, p, reply, err := srv.open(ku, nil, nil); err != nil || string(p) != "x" || len(reply) != 0 {
+				t.Fatalf("KeyUpdate not requested: %q %d %v", p, len(reply), err)
+			}
+
+			for _, bad := range []struct {
+				name string
+				rec  func() []byte
+				want error
+			}{
+				{"close_notify", func() []byte { return cli.sealBytes(nil, []byte{1, alertCloseNotify}, recordAlert) }, errCloseNotify},
+				{"fatal alert", func() []byte { return cli.sealBytes(nil, []byte{2, 40}, recordAlert) }, errPeerAlert},
+				{"other handshake message", func() []byte { return cli.sealBytes(nil, []byte{4, 0, 0, 0}, recordHandshake) }, errUnexpectedMsg},
+				{"plaintext record", func() []byte { return []byte{recordHandshake, 3, 3, 0, 1, 0} }, errUnexpectedMsg},
+				{"oversized", func() []byte { return []byte{recordApplicationData, 3, 3, 0x41, 0x01} }, errRecordOverflow},
+				{"tampered", func() []byte {
+					r := cli.sealBytes(nil, []byte("hello"), recordApplicationData)
+					r[len(r)-1] ^= 1
+					return r
+				}, errBadRecordMAC},
+			} {
+				s2, c2 := pair13(t, suite)
+				cli = c2
+				if _, _, _, err := s2.open(bad.rec(), nil, nil); !errors.Is(err, bad.want) {
+					t.Errorf("%s: %v, want %v", bad.name, err, bad.want)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkRecord13Seal16K(b *testing.B) {
+	srv, _ := pair13(&testing.T{}, tls.TLS_AES_128_GCM_SHA256)
+	payload := make([]byte, maxPlaintext)
+	buf := make([]byte, 0, sealedLen(maxPlaintext))
+	b.SetBytes(maxPlaintext)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = srv.sealBytes(buf[:0], payload, recordApplicationData)
+	}
+}
+
+func BenchmarkRecord13Open16K(b *testing.B) {
+	srv, cli := pair13(&testing.T{}, tls.TLS_AES_128_GCM_SHA256)
+	payload := make([]byte, maxPlaintext)
+	plain := make([]byte, 0, maxPlaintext+64)
+	b.SetBytes(maxPlaintext)
+	b.ReportAllocs()
+	recs := make([][]byte, 0, 1024)
+	for b.Loop() {
+		if len(recs) == 0 {
+			b.StopTimer()
+			for range 1024 {
+				recs = append(recs, cli.sealBytes(nil, payload, recordApplicationData))
+			}
+			b.StartTimer()
+		}
+		r := recs[len(recs)-1]
+		recs = recs[:len(recs)-1]
+		if _, _, _, err := srv.open(r, plain[:0], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzRecord13Open: whatever a peer sends, opening neither panics nor consumes a partial
+// record, and a valid record after garbage is never taken as valid.
+func FuzzRecord13Open(f *testing.F) {
+	srv, cli := pair13(&testing.T{}, tls.TLS_AES_128_GCM_SHA256)
+	f.Add(cli.sealBytes(nil, []byte("PING\r\n"), recordApplicationData))
+	f.Add([]byte{recordApplicationData, 3, 3, 0, 17})
+	f.Add([]byte{recordApplicationData, 3, 3, 0xff, 0xff, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		s := *srv
+		used, _, _, err := s.open(raw, nil, nil)
+		if used > len(raw) {
+			t.Fatalf("used %d of %d", used, len(raw))
+		}
+		if err == nil && used > 0 && s.in.seq == srv.in.seq {
+			t.Fatal("consumed bytes without opening a record")
+		}
+	})
+}
