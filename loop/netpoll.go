@@ -311,7 +311,7 @@ func (n *npConn) kickTraffic() {
 		}
 		if n.d.e.traffic(n.c) {
 			_ = n.Close()
-		} else if n.c.yielded || n.tls.unseen(n.c.need) {
+		} else if n.c.yielded {
 			n.kickTraffic()
 		}
 	})
@@ -333,10 +333,7 @@ func (n *npConn) runTraffic() {
 		n.more = n.c.yielded
 		n.need = n.c.need
 		if n.tls != nil && n.tls.state != tlsPlain {
-			// A plaintext size: the records carrying it are larger. Records netpoll read
-			// while traffic ran may have been opened after its Peek: parse them now.
-			n.more = n.more || n.tls.unseen(n.need)
-			n.need = 0
+			n.need = 0 // a plaintext size: the records carrying it are larger
 		}
 	} else {
 		_, _ = n.Discard(-1)

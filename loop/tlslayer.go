@@ -73,13 +73,19 @@ const (
 
 const closeTLSHandshake = "TLS Handshake Failure"
 
+// tlsOpenWindow is how much plaintext one turn opens ahead of the parser (unless the frame
+// it waits for is larger): opening costs about 0.5 ns a byte before parsing starts, and a
+// connection's turn is meant to last about turnTime, so that others on the reactor wait
+// little behind a flood.
+const tlsOpenWindow = 64 << 10
+
 // tlsWriteBatch is how much ciphertext the layer seals before it hands it to the engine.
 const tlsWriteBatch = 128 << 10
 
 var cipherPool = sync.Pool{New: func() any { b := make([]byte, 0, tlsWriteBatch+sealedLen(maxPlaintext)); return &b }}
 
 // Opened plaintext lives in pooled buffers of two sizes: most turns need a few KiB, a busy
-// publisher's a whole engine read (256 KiB) at once. A buffer goes back when drained.
+// publisher's a window (tlsOpenWindow) or a large message. A buffer goes back when drained.
 const (
 	plainSmall = 32 << 10
 	plainLarge = 512 << 10
@@ -371,7 +377,10 @@ func (l *tlsLayer) closed() {
 }
 
 // pump moves what the engine has read: to the handshake, or through the record layer into
-// plain.
+// plain. It opens records until the parser has a window's worth (or the frame it waits for)
+// unconsumed: netpoll goes on reading while traffic runs, so "everything buffered" has no
+// end. Input left behind makes the connection take another turn, as traffic does with what
+// lies beyond its own window; meanwhile its socket is not read.
 func (l *tlsLayer) pump() {
 	switch l.state {
 	case tlsSniff, tlsHello, tlsShaking:
@@ -379,10 +388,20 @@ func (l *tlsLayer) pump() {
 	case tlsOpen:
 		if l.ended {
 			_, _ = l.Conn.Discard(-1)
-		} else if l.rec != nil {
-			l.open13()
+			return
+		}
+		limit := tlsOpenWindow
+		if l.c != nil {
+			limit = max(limit, l.c.need+maxCiphertext)
+		}
+		var capped bool
+		if l.rec != nil {
+			capped = l.open13(limit)
 		} else {
-			l.openStd()
+			capped = l.openStd(limit)
+		}
+		if capped && l.c != nil {
+			l.c.yielded = true
 		}
 	}
 }
@@ -628,10 +647,15 @@ func (l *tlsLayer) sessionFailed(err error) {
 	_ = l.Conn.Close()
 }
 
-// open13 opens every whole record the engine holds into plain.
-func (l *tlsLayer) open13() {
-	l.plainFor(l.Conn.InboundBuffered() + len(l.raw))
+// open13 opens the whole records the engine holds into plain until limit bytes are
+// unconsumed; it reports whether it stopped there with input left.
+func (l *tlsLayer) open13(limit int) (capped bool) {
 	for {
+		room := limit - (len(l.plain) - l.rd)
+		if room <= 0 {
+			capped = l.Conn.InboundBuffered()+len(l.raw) >= recordHeaderLen
+			break
+		}
 		var raw []byte
 		held := len(l.raw) > 0
 		if held {
@@ -644,12 +668,15 @@ func (l *tlsLayer) open13() {
 			}
 			raw = l.raw
 		} else {
-			n := min(l.Conn.InboundBuffered(), peekWindow)
+			// Enough for room bytes of plaintext, and at least one whole record.
+			n := min(l.Conn.InboundBuffered(), room+recordHeaderLen+maxCiphertext)
 			if n < recordHeaderLen {
 				break
 			}
 			raw, _ = l.Conn.Peek(n)
 		}
+		// Plaintext is never longer than its records: this is all the room open needs.
+		l.plainFor(len(raw))
 		used, plain, reply, err := l.rec.open(raw, l.plain, nil)
 		l.plain = plain
 		if held {
@@ -664,7 +691,7 @@ func (l *tlsLayer) open13() {
 		}
 		if err != nil {
 			l.sessionFailed(err)
-			return
+			return false
 		}
 		if used == 0 || l.raw != nil {
 			break // the rest of a record has not arrived
@@ -673,21 +700,27 @@ func (l *tlsLayer) open13() {
 	if len(l.plain) == l.rd {
 		l.releasePlain()
 	}
+	return capped
 }
 
-// openStd runs crypto/tls's record layer over what the engine holds.
-func (l *tlsLayer) openStd() {
+// openStd runs crypto/tls's record layer over what the engine holds, up to limit bytes
+// unconsumed; it reports whether it stopped there with input left.
+func (l *tlsLayer) openStd(limit int) (capped bool) {
 	h := l.hs.Load()
-	if n := l.Conn.InboundBuffered(); n > 0 {
+	if n := min(l.Conn.InboundBuffered(), limit); n > 0 && len(h.in)-h.rd < limit {
 		raw, _ := l.Conn.Peek(n)
 		h.in = append(h.in, raw...)
 		_, _ = l.Conn.Discard(n)
 	}
 	if len(h.in) == h.rd {
-		return
+		return l.Conn.InboundBuffered() > 0
 	}
-	l.plainFor(len(h.in) - h.rd + maxPlaintext)
+	l.plainFor(min(len(h.in)-h.rd, limit) + maxPlaintext)
 	for {
+		if len(l.plain)-l.rd >= limit {
+			capped = true
+			break
+		}
 		l.plain = growTo(l.plain, maxPlaintext+1)
 		n, err := l.std.Read(l.plain[len(l.plain):cap(l.plain)])
 		l.plain = l.plain[:len(l.plain)+n]
@@ -707,6 +740,7 @@ func (l *tlsLayer) openStd() {
 	if len(l.plain) == l.rd {
 		l.releasePlain()
 	}
+	return capped || l.Conn.InboundBuffered() > 0
 }
 
 // keyCapture receives crypto/tls's key log lines for one handshake: the application traffic

@@ -287,3 +287,31 @@ func TestTLSNoGoroutinePerConnection(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestTLSPipelinedLarge: many large messages written back to back on one session, delivered to
+// a subscription on the same session, all arrive (the opened window and the turns in between
+// leave nothing behind).
+func TestTLSPipelinedLarge(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			e := startTLSEngine(t, engine, &TLSConfig{Config: selfSigned(t), Timeout: 5 * time.Second})
+			tc, br := dialTLS(t, e.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+			defer tc.Close()
+			_, _ = tc.Write([]byte("CONNECT {\"verbose\":false}\r\nSUB x 1\r\nPING\r\n"))
+			expectLine(t, br, "PONG\r\n")
+			const n, size = 50, 100_000
+			go func() {
+				payload := bytes.Repeat([]byte("x"), size)
+				for i := 0; i < n; i++ {
+					_, _ = tc.Write(append(append([]byte(fmt.Sprintf("PUB x %d\r\n", size)), payload...), "\r\n"...))
+				}
+			}()
+			for i := 0; i < n; i++ {
+				expectLine(t, br, fmt.Sprintf("MSG x 1 %d\r\n", size))
+				if _, err := io.CopyN(io.Discard, br, size+2); err != nil {
+					t.Fatalf("message %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
