@@ -43,7 +43,10 @@ type result struct {
 	acceptRate             float64
 	setup                  time.Duration
 	rttP50, rttP99, rttMax time.Duration
-	errs                   []string
+	// stormP50, stormP99: an established connection's PING round trips while the others are
+	// being set up (the accept or handshake storm).
+	stormP50, stormP99 time.Duration
+	errs               []string
 }
 
 func main() {
@@ -98,12 +101,12 @@ func main() {
 		rs = append(rs, r)
 		time.Sleep(time.Second) // let TIME_WAIT and the kernel settle between servers
 	}
-	fmt.Printf("\n| server | conns ok/N | RSS before | RSS after | RSS/conn | accept rate | setup | PING p50 | p99 | max |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| server | conns ok/N | RSS before | RSS after | RSS/conn | accept rate | setup | PING p50 | p99 | max | PING p50 / p99 during setup |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Printf("| %s | %d/%d | %.1f MiB | %.1f MiB | %.2f KiB | %.0f conn/s | %v | %v | %v | %v |\n",
+		fmt.Printf("| %s | %d/%d | %.1f MiB | %.1f MiB | %.2f KiB | %.0f conn/s | %v | %v | %v | %v | %v / %v |\n",
 			r.name, r.ok, r.n, mib(r.rssBefore), mib(r.rssAfter), r.perConn/1024, r.acceptRate,
-			r.setup.Round(time.Millisecond), r.rttP50, r.rttP99, r.rttMax)
+			r.setup.Round(time.Millisecond), r.rttP50, r.rttP99, r.rttMax, r.stormP50, r.stormP99)
 	}
 	var refPer float64
 	for _, r := range rs {
@@ -126,6 +129,18 @@ func main() {
 	if fail {
 		os.Exit(1)
 	}
+}
+
+// quantiles is the p50 and p99 of rtts (zero when empty).
+func quantiles(rtts []time.Duration) (p50, p99 time.Duration) {
+	if len(rtts) == 0 {
+		return 0, 0
+	}
+	sort.Slice(rtts, func(a, b int) bool { return rtts[a] < rtts[b] })
+	q := func(p float64) time.Duration {
+		return rtts[min(len(rtts)-1, int(p*float64(len(rtts))))].Round(time.Microsecond)
+	}
+	return q(0.50), q(0.99)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -183,6 +198,33 @@ func run(t target, n, sources, conc, pings int, settle time.Duration) (r result)
 	time.Sleep(500 * time.Millisecond)
 	r.rssBefore, _ = bench.ProcRSS(pid)
 
+	// One connection set up first pings throughout the storm.
+	probe, perr := open(addr, n, sources)
+	if perr != nil {
+		r.errs = append(r.errs, "storm probe: "+perr.Error())
+	}
+	stormDone := make(chan struct{})
+	stormRTTs := make(chan []time.Duration, 1)
+	go func() {
+		var rtts []time.Duration
+		defer func() { stormRTTs <- rtts }()
+		if probe == nil {
+			return
+		}
+		for {
+			select {
+			case <-stormDone:
+				return
+			default:
+			}
+			t0 := time.Now()
+			if err := pingPong(probe); err != nil {
+				return
+			}
+			rtts = append(rtts, time.Since(t0))
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	conns := make([]*conn, n)
 	var failed atomic.Int64
 	var errMu sync.Mutex
@@ -212,6 +254,11 @@ func run(t target, n, sources, conc, pings int, settle time.Duration) (r result)
 	}
 	wg.Wait()
 	r.setup = time.Since(start)
+	close(stormDone)
+	r.stormP50, r.stormP99 = quantiles(<-stormRTTs)
+	if probe != nil {
+		probe.c.Close()
+	}
 	r.failed = int(failed.Load())
 	r.ok = n - r.failed
 	r.acceptRate = float64(r.ok) / r.setup.Seconds()
@@ -239,11 +286,8 @@ func run(t target, n, sources, conc, pings int, settle time.Duration) (r result)
 		rtts = append(rtts, time.Since(t0))
 	}
 	if len(rtts) > 0 {
-		sort.Slice(rtts, func(a, b int) bool { return rtts[a] < rtts[b] })
-		q := func(p float64) time.Duration {
-			return rtts[min(len(rtts)-1, int(p*float64(len(rtts))))].Round(time.Microsecond)
-		}
-		r.rttP50, r.rttP99, r.rttMax = q(0.50), q(0.99), rtts[len(rtts)-1].Round(time.Microsecond)
+		r.rttP50, r.rttP99 = quantiles(rtts)
+		r.rttMax = rtts[len(rtts)-1].Round(time.Microsecond)
 	}
 	fmt.Fprintf(os.Stderr, "%s: %d/%d connected in %v, RSS %.1f → %.1f MiB (%.2f KiB/conn), PING p50 %v p99 %v\n",
 		t.name, r.ok, n, r.setup.Round(time.Millisecond), mib(r.rssBefore), mib(r.rssAfter), r.perConn/1024, r.rttP50, r.rttP99)
