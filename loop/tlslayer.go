@@ -56,6 +56,8 @@ type tlsLayer struct {
 	seen int
 	wout []byte // std's ciphertext while it runs on the reactor
 
+	hsHold bool // reading stopped: the handshake holds hsFeedMax unread (feedHandshake)
+
 	vers, suite uint16
 	peer        []*x509.Certificate
 	ended       bool // the session is over (close_notify, or a bad record): read nothing more
@@ -84,16 +86,19 @@ const tlsWriteBatch = 128 << 10
 
 var cipherPool = sync.Pool{New: func() any { b := make([]byte, 0, tlsWriteBatch+sealedLen(maxPlaintext)); return &b }}
 
-// Opened plaintext lives in pooled buffers of two sizes: most turns need a few KiB, a busy
-// publisher's a window (tlsOpenWindow) or a large message. A buffer goes back when drained.
+// Opened plaintext lives in pooled buffers of three sizes: most turns need a few KiB, a busy
+// connection a window (tlsOpenWindow) and a record, a large message up to max_payload. A
+// buffer goes back when drained.
 const (
-	plainSmall = 32 << 10
-	plainLarge = 512 << 10
+	plainSmall  = 32 << 10
+	plainMedium = tlsOpenWindow + 2*(recordHeaderLen+maxCiphertext)
+	plainLarge  = 1<<20 + 2*(recordHeaderLen+maxCiphertext)
 )
 
 var (
-	plainSmallPool = sync.Pool{New: func() any { b := make([]byte, 0, plainSmall); return &b }}
-	plainLargePool = sync.Pool{New: func() any { b := make([]byte, 0, plainLarge); return &b }}
+	plainSmallPool  = sync.Pool{New: func() any { b := make([]byte, 0, plainSmall); return &b }}
+	plainMediumPool = sync.Pool{New: func() any { b := make([]byte, 0, plainMedium); return &b }}
+	plainLargePool  = sync.Pool{New: func() any { b := make([]byte, 0, plainLarge); return &b }}
 )
 
 // plainFor makes room in l.plain for about n more bytes, moving what is unconsumed to the
@@ -114,6 +119,8 @@ func (l *tlsLayer) plainFor(n int) {
 	switch {
 	case want <= plainSmall:
 		nb = (*plainSmallPool.Get().(*[]byte))[:0]
+	case want <= plainMedium:
+		nb = (*plainMediumPool.Get().(*[]byte))[:0]
 	case want <= plainLarge:
 		nb = (*plainLargePool.Get().(*[]byte))[:0]
 	default:
@@ -227,6 +234,8 @@ func (l *tlsLayer) releasePlain() {
 	switch cap(b) {
 	case plainSmall:
 		plainSmallPool.Put(&b)
+	case plainMedium:
+		plainMediumPool.Put(&b)
 	case plainLarge:
 		plainLargePool.Put(&b)
 	}
@@ -239,6 +248,11 @@ func (l *tlsLayer) InboundBuffered() int {
 	}
 	l.pump()
 	return len(l.plain) - l.rd
+}
+
+// SetReading keeps the socket unread while the handshake has all it may hold.
+func (l *tlsLayer) SetReading(on bool) {
+	l.Conn.SetReading(on && !l.hsHold)
 }
 
 func (l *tlsLayer) OutboundBuffered() int { return l.Conn.OutboundBuffered() + l.heldN }
@@ -406,14 +420,19 @@ func (l *tlsLayer) pump() {
 	}
 }
 
+// hsFeedMax bounds what the handshake holds unread: a client's handshake flights are a few
+// KiB (a certificate chain perhaps tens), and what it sends behind them waits in the engine's
+// buffer and the kernel, as any other connection's unparsed input.
+const hsFeedMax = 64 << 10
+
 func (l *tlsLayer) feedHandshake() {
 	n := l.Conn.InboundBuffered()
 	if n == 0 {
 		return
 	}
-	raw, _ := l.Conn.Peek(n)
 	if l.state != tlsShaking {
-		if l.tc.AllowNonTLS && raw[0] != recordHandshake {
+		first, _ := l.Conn.Peek(1)
+		if l.tc.AllowNonTLS && first[0] != recordHandshake {
 			// allow_non_tls: a client that answers INFO with anything but a ClientHello
 			// stays in plaintext.
 			l.plainNow()
@@ -421,10 +440,25 @@ func (l *tlsLayer) feedHandshake() {
 		}
 		l.startHandshake()
 	}
-	if h := l.hs.Load(); h != nil {
-		h.feed(raw)
+	h := l.hs.Load()
+	if h == nil {
+		_, _ = l.Conn.Discard(n)
+		return
 	}
-	_, _ = l.Conn.Discard(len(raw))
+	// Look at all of it (netpoll's pump then knows the rest was seen, and waits for a kick or
+	// new bytes rather than run traffic again), take what fits.
+	raw, _ := l.Conn.Peek(n)
+	m := h.room(hsFeedMax, n)
+	if l.hsHold = m < n; l.hsHold {
+		// The rest waits, and the socket is not read; the handshake asks for more (kick)
+		// once it has read what it holds.
+		l.Conn.SetReading(false)
+	}
+	if m == 0 {
+		return
+	}
+	h.feed(raw[:m])
+	_, _ = l.Conn.Discard(m)
 }
 
 func (l *tlsLayer) plainNow() {
@@ -523,6 +557,7 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 		return
 	}
 	l.stopTimer()
+	l.hsHold = false
 	l.vers, l.suite, l.peer = st.Version, st.CipherSuite, st.PeerCertificates
 	left := h.takeRest()
 	if st.Version == tls.VersionTLS13 && kc.client != nil && kc.server != nil {
@@ -659,12 +694,14 @@ func (l *tlsLayer) open13(limit int) (capped bool) {
 		var raw []byte
 		held := len(l.raw) > 0
 		if held {
-			// Records read during the handshake come first; what the engine has is joined to
-			// them until they are used up.
-			if n := l.Conn.InboundBuffered(); n > 0 {
-				more, _ := l.Conn.Peek(n)
-				l.raw = append(l.raw, more...)
-				_, _ = l.Conn.Discard(n)
+			// Records read during the handshake come first. Only what completes the last of
+			// them is taken from the engine; the rest is opened where it is.
+			if need := partialTail(l.raw); need > 0 {
+				if n := min(need, l.Conn.InboundBuffered()); n > 0 {
+					more, _ := l.Conn.Peek(n)
+					l.raw = append(l.raw, more...)
+					_, _ = l.Conn.Discard(n)
+				}
 			}
 			raw = l.raw
 		} else {
@@ -701,6 +738,22 @@ func (l *tlsLayer) open13(limit int) (capped bool) {
 		l.releasePlain()
 	}
 	return capped
+}
+
+// partialTail is how many bytes the last record in raw lacks (its header first, if that is
+// cut): 0 when raw ends on a record boundary.
+func partialTail(raw []byte) int {
+	for len(raw) > 0 {
+		if len(raw) < recordHeaderLen {
+			return recordHeaderLen - len(raw)
+		}
+		n := recordHeaderLen + (int(raw[3])<<8 | int(raw[4]))
+		if len(raw) < n {
+			return n - len(raw)
+		}
+		raw = raw[n:]
+	}
+	return 0
 }
 
 // openStd runs crypto/tls's record layer over what the engine holds, up to limit bytes
@@ -782,6 +835,8 @@ type hsConn struct {
 	err    error
 	sync   bool
 	gated  bool // holds a hsGate slot (handshake goroutine only)
+	// starved: the reactor stopped feeding at hsFeedMax with bytes left in the engine.
+	starved bool
 }
 
 func (h *hsConn) feed(b []byte) {
@@ -791,6 +846,16 @@ func (h *hsConn) feed(b []byte) {
 		h.cond.Signal()
 	}
 	h.mu.Unlock()
+}
+
+// room is how much of n bytes may be fed while at most limit wait unread. If that is not all
+// of them, Read asks for the rest once it has used what it holds.
+func (h *hsConn) room(limit, n int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := min(n, max(limit-(len(h.in)-h.rd), 0))
+	h.starved = m < n
+	return m
 }
 
 func (h *hsConn) kill(err error) {
@@ -865,6 +930,14 @@ func (h *hsConn) Read(b []byte) (int, error) {
 				h.in, h.rd = h.in[:0], 0
 			}
 			return n, nil
+		}
+		if h.starved {
+			// What the reactor left behind is what we wait for: have it fed.
+			h.starved = false
+			h.mu.Unlock()
+			h.l.kick()
+			h.mu.Lock()
+			continue
 		}
 		// Waiting for the client: the slot goes to a handshake that can compute.
 		if h.gated {

@@ -162,3 +162,20 @@ func FuzzRecord13Open(f *testing.F) {
 		}
 	})
 }
+
+func TestPartialTail(t *testing.T) {
+	rec := func(n int) []byte {
+		return append([]byte{recordApplicationData, 3, 3, byte(n >> 8), byte(n)}, make([]byte, n)...)
+	}
+	two := append(rec(300), rec(5)...)
+	for _, c := range []struct {
+		raw  []byte
+		want int
+	}{
+		{nil, 0}, {two, 0}, {two[:3], 2}, {two[:5], 300}, {two[:305], 0}, {two[:307], 3}, {two[:309], 1},
+	} {
+		if got := partialTail(c.raw); got != c.want {
+			t.Errorf("partialTail(%d bytes) = %d, want %d", len(c.raw), got, c.want)
+		}
+	}
+}

@@ -56,4 +56,4 @@ soak: build nats-server
 	$(GO) build -o $(BIN)/attackrig ./perf/cmd/attackrig
 	./$(BIN)/attackrig --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server --check $(SOAK_ARGS)
 	./$(BIN)/attackrig --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server --check --tls \
-		--attacks slowsub,ping,badsub --targets nats-server,natsd-gnet $(SOAK_ARGS)
+		--attacks slowsub,ping,badsub --targets nats-server,natsd-gnet,natsd-netpoll $(SOAK_ARGS)

@@ -108,7 +108,7 @@ func Run(t Target, o Options) (r Result) {
 		return r
 	}
 	d := &dialer{addr: addr, tls: tlsCfg}
-	probe, err := d.client()
+	probe, err := startProbe(d)
 	if err != nil {
 		r.Problems = append(r.Problems, "probe: "+err.Error())
 		return r
@@ -117,7 +117,7 @@ func Run(t Target, o Options) (r Result) {
 	time.Sleep(300 * time.Millisecond)
 	r.RSSStart, _ = bench.ProcRSS(pid)
 
-	base := probe.rtts(o.Baseline, nil)
+	base := probe.rtts(o.Baseline)
 	r.BaseP50, r.BaseP99 = quantile(base, 0.50), quantile(base, 0.99)
 
 	stop := make(chan struct{})
@@ -155,7 +155,7 @@ func Run(t Target, o Options) (r Result) {
 	probeDone := make(chan struct{})
 	go func() {
 		defer close(probeDone)
-		load = probe.rtts(o.Duration, stop)
+		load = probe.rtts(o.Duration)
 	}()
 	time.Sleep(o.Duration)
 	close(stop)

@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// TestMain lets this test binary serve as the probe process too.
+func TestMain(m *testing.M) {
+	ProbeMain()
+	os.Exit(m.Run())
+}
+
 // TestAttacks runs every attack against nats-server and natsd (each engine, and over TLS) and
 // checks the memory bounds: peak RSS within PeakRatio of nats-server's for the same attack,
 // and RSS back down once the attacker left. Both servers run with max_pending at 8 MB, so

@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	attack.ProbeMain() // the unrelated client's own process (perf/attack/probe.go)
 	natsd := flag.String("natsd", "bin/natsd", "natsd binary")
 	ref := flag.String("nats-server", ".cache/tools/nats-server", "nats-server binary")
 	targets := flag.String("targets", "nats-server,natsd-gnet,natsd-netpoll", "comma-separated: natsd-ENGINE or nats-server")
