@@ -30,6 +30,22 @@ func startTLSEngine(t *testing.T, engine string, tc *TLSConfig) *Engine {
 	return e
 }
 
+// dialInfo connects and reads INFO in plaintext.
+func dialInfo(t testing.TB, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
+		t.Fatalf("no INFO: %q %v", line, err)
+	}
+	return nc, br
+}
+
 // dialTLS connects, reads INFO, and starts TLS with cfg.
 func dialTLS(t testing.TB, addr string, cfg *tls.Config) (*tls.Conn, *bufio.Reader) {
 	t.Helper()
@@ -177,15 +193,7 @@ func TestTLSNotAHandshake(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			e := startTLSEngine(t, engine, &TLSConfig{Config: selfSigned(t), Timeout: 300 * time.Millisecond})
 			for _, send := range []string{"CONNECT {}\r\nPING\r\n", "\x16\x03\x01\x00\x05hello", "\x00\x00\x00\x00\x00\x00\x00", ""} {
-				nc, err := net.Dial("tcp", e.Addr().String())
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-				br := bufio.NewReader(nc)
-				if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
-					t.Fatalf("no INFO: %q %v", line, err)
-				}
+				nc, br := dialInfo(t, e.Addr().String())
 				_, _ = nc.Write([]byte(send))
 				rest, err := io.ReadAll(br)
 				if err != nil || len(rest) > 0 && rest[0] != recordAlert {
@@ -239,15 +247,7 @@ func TestTLSAllowNonTLS(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			e := startTLSEngine(t, engine, &TLSConfig{Config: selfSigned(t), Timeout: 5 * time.Second, AllowNonTLS: true})
-			nc, err := net.Dial("tcp", e.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			br := bufio.NewReader(nc)
-			if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
-				t.Fatalf("no INFO: %q %v", line, err)
-			}
+			nc, br := dialInfo(t, e.Addr().String())
 			_, _ = nc.Write([]byte("CONNECT {\"verbose\":false}\r\nPING\r\n"))
 			expectLine(t, br, "PONG\r\n")
 			tc, tbr := dialTLS(t, e.Addr().String(), &tls.Config{InsecureSkipVerify: true})

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -607,21 +606,9 @@ func TestMonitorHealthz(t *testing.T) {
 // authorized user, the server certificate's expiry.
 func TestMonitorTLSMatchesNatsServer(t *testing.T) {
 	p := newPKI(t)
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, HTTPHost: "127.0.0.1", HTTPPort: -1,
-		NoLog: true, NoSigs: true, TLS: true, TLSVerify: true, TLSTimeout: 2, TLSConfig: func() *tls.Config {
-			c := p.serverConfig()
-			c.ClientAuth = tls.RequireAndVerifyClientCert
-			return c
-		}(),
+	ns := startNatsServer(t, &natsserver.Options{Host: "127.0.0.1", Port: -1, HTTPHost: "127.0.0.1", HTTPPort: -1,
+		TLS: true, TLSVerify: true, TLSTimeout: 2, TLSConfig: p.verifyingConfig(),
 		Users: []*natsserver.User{{Username: "ann", Password: "pw"}, {Username: "ben", Password: "pw"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	defer ns.Shutdown()
 	s := startMonitored(t, func(o *Options) {
 		o.TLSConfig, o.TLSVerify = p.serverConfig(), true
 		o.Users = []*auth.User{{Username: "ann", Password: "pw"}, {Username: "ben", Password: "pw"}}

@@ -49,17 +49,8 @@ func startSysNatsServer(t *testing.T) (*natsserver.Server, *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.NoLog, opts.NoSigs = true, true
 	opts.ConfigFile = "" // natsd below runs without a file: RELOAD fails the same way
-	ns, err := natsserver.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startNatsServer(t, opts)
 	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("sys", "pass"))
 	if err != nil {
 		t.Fatal(err)

@@ -80,6 +80,30 @@ func (p *testPKI) serverConfig() *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: p.pool, MinVersion: tls.VersionTLS12}
 }
 
+// verifyingConfig is serverConfig requiring and verifying client certificates, as a tls{}
+// block with verify: true gives nats-server.
+func (p *testPKI) verifyingConfig() *tls.Config {
+	c := p.serverConfig()
+	c.ClientAuth = tls.RequireAndVerifyClientCert
+	return c
+}
+
+// startNatsServer runs nats-server v2.15.2 in-process with o until the test ends.
+func startNatsServer(t *testing.T, o *natsserver.Options) *natsserver.Server {
+	t.Helper()
+	o.NoLog, o.NoSigs = true, true
+	ns, err := natsserver.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
 func (p *testPKI) root() nats.Option {
 	return func(o *nats.Options) error {
 		if o.TLSConfig == nil {
@@ -331,20 +355,8 @@ func TestTLSPinnedCerts(t *testing.T) {
 	}
 	sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
 	pins := map[string]struct{}{hex.EncodeToString(sum[:]): {}}
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		TLS: true, TLSVerify: true, TLSTimeout: 2, TLSPinnedCerts: natsserver.PinnedCertSet(pins), TLSConfig: func() *tls.Config {
-			c := p.serverConfig()
-			c.ClientAuth = tls.RequireAndVerifyClientCert
-			return c
-		}()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	defer ns.Shutdown()
+	ns := startNatsServer(t, &natsserver.Options{Host: "127.0.0.1", Port: -1, TLS: true, TLSVerify: true, TLSTimeout: 2,
+		TLSPinnedCerts: natsserver.PinnedCertSet(pins), TLSConfig: p.verifyingConfig()})
 	s := startAuth(t, func(o *Options) {
 		o.TLSConfig, o.TLSVerify, o.TLSPinnedCerts = p.serverConfig(), true, pins
 	})
@@ -371,19 +383,11 @@ func TestTLSWrongSpeakerMatchesNatsServer(t *testing.T) {
 	var hello bytes.Buffer
 	_ = tls.Client(&captureConn{w: &hello}, &tls.Config{InsecureSkipVerify: true}).Handshake()
 	start := func(withTLS bool) (ref, ours string) {
-		o := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+		o := &natsserver.Options{Host: "127.0.0.1", Port: -1}
 		if withTLS {
 			o.TLS, o.TLSTimeout, o.TLSConfig = true, 2, p.serverConfig()
 		}
-		ns, err := natsserver.NewServer(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ns.Start()
-		if !ns.ReadyForConnections(5 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		t.Cleanup(ns.Shutdown)
+		ns := startNatsServer(t, o)
 		s := startAuth(t, func(o *Options) {
 			if withTLS {
 				o.TLSConfig = p.serverConfig()
