@@ -158,7 +158,7 @@ func (c *client) snapshot(subs bool) *ConnSnapshot {
 		cs.User = c.au.name
 	}
 	if t, ok := c.conn.(*tlsLayer); ok && t.state == tlsOpen {
-		cs.TLSVersion, cs.TLSCipher, cs.TLSFirst, cs.TLSPeerCerts = t.vers, t.suite, t.tc.HandshakeFirst, t.peer
+		cs.TLSVersion, cs.TLSCipher, cs.TLSFirst, cs.TLSPeerCerts = t.vers, t.suite, t.first, t.peer
 	}
 	return cs
 }

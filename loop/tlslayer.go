@@ -57,6 +57,7 @@ type tlsLayer struct {
 	wout []byte // std's ciphertext while it runs on the reactor
 
 	hsHold bool // reading stopped: the handshake holds hsFeedMax unread (feedHandshake)
+	first  bool // the handshake came before INFO (handshake_first, and no fallback)
 
 	vers, suite uint16
 	peer        []*x509.Certificate
@@ -149,7 +150,7 @@ func (l *tlsLayer) start(c *client, greeting []byte) []byte {
 		l.state = tlsHello
 		return greeting
 	}
-	l.greeting = greeting
+	l.greeting, l.first = greeting, true
 	if l.tc.FallbackDelay > 0 {
 		l.state = tlsSniff
 		time.AfterFunc(l.tc.FallbackDelay, func() { _ = l.ex.Execute(l.fallback) })
@@ -165,7 +166,7 @@ func (l *tlsLayer) fallback() {
 	if l.state != tlsSniff {
 		return
 	}
-	l.state = tlsHello
+	l.state, l.first = tlsHello, false
 	g := l.greeting
 	l.greeting = nil
 	_, _ = l.Conn.Writev([][]byte{g})

@@ -231,12 +231,18 @@ func TestTLSHandshakeFirst(t *testing.T) {
 			}
 			_, _ = tc.Write([]byte("CONNECT {\"verbose\":false}\r\nPING\r\n"))
 			expectLine(t, br, "PONG\r\n")
+			if cs := e.Conns(ConnsQuery{}); len(cs) != 1 || !cs[0].TLSFirst || cs[0].TLSVersion != tls.VersionTLS13 {
+				t.Fatalf("snapshot: %+v", cs)
+			}
 
 			e2 := startTLSEngine(t, engine, &TLSConfig{Config: selfSigned(t), Timeout: 5 * time.Second, HandshakeFirst: true, FallbackDelay: 50 * time.Millisecond})
 			tc2, br2 := dialTLS(t, e2.Addr().String(), &tls.Config{InsecureSkipVerify: true})
 			defer tc2.Close()
 			_, _ = tc2.Write([]byte("CONNECT {\"verbose\":false}\r\nPING\r\n"))
 			expectLine(t, br2, "PONG\r\n")
+			if cs := e2.Conns(ConnsQuery{}); len(cs) != 1 || cs[0].TLSFirst || cs[0].TLSVersion == 0 {
+				t.Fatalf("snapshot after the fallback: %+v", cs)
+			}
 		})
 	}
 }
