@@ -231,11 +231,32 @@ func TestBinarySignals(t *testing.T) {
 		if len(told) != len(ncs) {
 			t.Fatalf("%d of %d clients got the lame duck INFO", len(told), len(ncs))
 		}
-		if el := time.Since(start); el < 500*time.Millisecond {
+		// 100 ms of grace, then 4 closes at least half of 900 ms / 4 apart.
+		if el := time.Since(start); el < 400*time.Millisecond {
 			t.Fatalf("lame duck closed everyone at once (%v)", el)
 		}
-		if !strings.Contains(p.log.String(), "Entering lame duck mode") {
+		if !strings.Contains(p.log.String(), "Entering lame duck mode") || !strings.Contains(p.log.String(), "Closing existing clients") {
 			t.Fatalf("log:\n%s", p.log)
+		}
+	})
+	t.Run("lame duck with few clients", func(t *testing.T) {
+		// As in nats-server, closes are at most a second apart: 3 clients do not keep the
+		// server up for the 30 s duration (nats-server v2.15.2 exits after about 2 s here).
+		p := startBinary(t, "--lame_duck_duration", "30s", "--lame_duck_grace_period", "100ms")
+		for i := 0; i < 3; i++ {
+			nc, err := nats.Connect(p.url(), nats.NoReconnect())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+		}
+		start := time.Now()
+		_ = p.cmd.Process.Signal(syscall.SIGUSR2)
+		if err := p.waitExit(t, 20*time.Second); err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+		if el := time.Since(start); el > 10*time.Second {
+			t.Fatalf("3 clients kept lame duck mode up for %v", el)
 		}
 	})
 	t.Run("SIGUSR1 reopens the log file", func(t *testing.T) {

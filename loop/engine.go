@@ -5,6 +5,7 @@ package loop
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -290,8 +291,11 @@ func (e *Engine) Stats() Stats {
 }
 
 // EnterLameDuck stops accepting clients, tells those that understand async INFO (protocol 1)
-// that the server is going away, waits grace, then closes the rest spread over d so that
-// they do not all reconnect elsewhere at once.
+// that the server is going away, waits grace, then closes the rest, spread over d less grace so
+// that they do not all reconnect elsewhere at once. As nats-server does it: with no client
+// left it returns at once; the pause between two closes is a random share of the window per
+// client, at least half of it and never over a second (a few clients do not keep the server up
+// for the whole duration); with more clients than nanoseconds they close in batches.
 func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	if !e.lameDuck.CompareAndSwap(false, true) {
 		return
@@ -307,19 +311,42 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 		r.endBatch()
 		return cs
 	})
-	if grace > 0 {
-		time.Sleep(grace)
-	}
 	if len(list) == 0 {
 		return
 	}
-	step := d / time.Duration(len(list))
-	for _, c := range list {
+	if grace > 0 {
+		time.Sleep(grace)
+	}
+	if l := e.cfg.Log; l != nil {
+		l.Noticef("Closing existing clients")
+	}
+	si, batch := lameDuckPace(d-grace, len(list))
+	rand.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+	for i, c := range list {
 		_ = c.Close()
-		if step > 0 {
-			time.Sleep(step)
+		if i == len(list)-1 {
+			break
+		}
+		if batch == 1 || i%batch == 0 {
+			time.Sleep(max(time.Duration(rand.Int64N(int64(si))), si/2))
 		}
 	}
+}
+
+// lameDuckPace is the longest pause between two lame-duck closes and how many close per
+// pause, for n clients over window (at least a second).
+func lameDuckPace(window time.Duration, n int) (si time.Duration, batch int) {
+	if window <= 0 {
+		window = time.Second
+	}
+	si, batch = window/time.Duration(n), 1
+	switch {
+	case si < 1:
+		si, batch = 1, int(int64(n)/int64(window))
+	case si > time.Second:
+		si = time.Second
+	}
+	return si, batch
 }
 
 // Stop closes every connection and the listener.
