@@ -23,6 +23,7 @@ Server Options:
     -n, --name
         --server_name <server_name>  Server name (default: auto)
     -P, --pid <file>                 File to store PID
+        --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
     -m, --http_port <port>           Use port for http monitoring (-1: random port)
     -ms,--https_port <port>          Use port for https monitoring (not supported yet)
     -c, --config <file>              Configuration file
@@ -193,6 +194,7 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	num(&o.Port, "p", "port")
 	str(&o.ServerName, "n", "name", "server_name")
 	str(&o.PidFile, "P", "pid")
+	str(&o.PortsFileDir, "ports_file_dir")
 	num(&o.HTTPPort, "m", "http_port")
 	num(&o.HTTPSPort, "ms", "https_port")
 	num(&o.ProfPort, "profile")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -318,5 +319,43 @@ func TestLimitFlagsUnknown(t *testing.T) {
 		if _, err := natsserver.ConfigureOptions(fs, args, noop, noop, noop); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("nats-server %v: err = %v, want %q", args, err, want)
 		}
+	}
+}
+
+// TestBinaryPortsFile: --ports_file_dir writes <executable>_<pid>.ports with the listeners'
+// URLs once the server listens (nats-server's names and layout; nats.js's test launcher finds
+// servers this way) and removes it at shutdown.
+func TestBinaryPortsFile(t *testing.T) {
+	dir := t.TempDir()
+	p := startBinary(t, "-m", "-1", "--ports_file_dir", dir)
+	path := filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(natsdBin(t)), p.cmd.Process.Pid))
+	var b []byte
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		if b, err = os.ReadFile(path); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var ports map[string][]string
+	if err := json.Unmarshal(b, &ports); err != nil {
+		t.Fatalf("ports file %s: %v %q", path, err, b)
+	}
+	if got := ports["nats"]; len(got) != 1 || got[0] != p.url() {
+		t.Fatalf("nats: %v, want [%s]", got, p.url())
+	}
+	if m := ports["monitoring"]; len(m) != 1 || !strings.HasPrefix(m[0], "http://127.0.0.1:") {
+		t.Fatalf("monitoring: %v", m)
+	}
+	if len(ports) != 2 {
+		t.Fatalf("keys: %v", ports)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.waitExit(t, 10*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("ports file left behind: %v", err)
 	}
 }

@@ -73,6 +73,8 @@ type Options struct {
 	Trace   bool
 	NoLog   bool
 	PidFile string
+	// PortsFileDir (ports_file_dir): where the ports file goes (ports.go); "" for none.
+	PortsFileDir string
 
 	// Engine picks the network driver: "gnet" (default) or "netpoll".
 	Engine string

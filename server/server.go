@@ -201,6 +201,7 @@ func (s *Server) Start() error {
 	if !o.NoSigs {
 		s.handleSignals()
 	}
+	s.writePortsFile()
 	s.log.Noticef("Listening for client connections on %s", net.JoinHostPort(o.Host, strconv.Itoa(eng.Addr().Port)))
 	s.log.Noticef("Server is ready")
 	return nil
@@ -243,6 +244,7 @@ func (s *Server) Shutdown() {
 	s.stopSys()
 	s.stopMonitoring()
 	s.eng.Stop()
+	s.removePortsFile()
 	if pf := s.getOpts().PidFile; pf != "" {
 		_ = os.Remove(pf)
 	}
