@@ -41,6 +41,7 @@ Profiling Options:
 Logging Options:
     -l, --log <file>                 File to redirect log output
     -T, --logtime                    Timestamp log entries (default: true)
+        --logtime_utc                Timestamps in UTC instead of local timezone (default: false)
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -DV                              Debug and trace
@@ -203,6 +204,7 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	str(&x.signal, "sl", "signal")
 	str(&o.LogFile, "l", "log")
 	boolean(&o.Logtime, "T", "logtime")
+	boolean(&o.LogtimeUTC, "logtime_utc")
 	boolean(&o.Debug, "D", "debug")
 	boolean(&o.Trace, "V", "trace")
 	boolean(&x.dv, "DV")

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,5 +358,43 @@ func TestBinaryPortsFile(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("ports file left behind: %v", err)
+	}
+}
+
+// TestBinaryLogtimeUTC: log timestamps are local time unless --logtime_utc asks for UTC.
+func TestBinaryLogtimeUTC(t *testing.T) {
+	zi := filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip")
+	if _, err := os.Stat(zi); err != nil {
+		t.Skip("no zoneinfo.zip to set a time zone from")
+	}
+	stamp := func(args ...string) time.Time {
+		cmd := exec.Command(natsdBin(t), append([]string{"-a", "127.0.0.1", "-p", "-1"}, args...)...)
+		cmd.Env = append(os.Environ(), "TZ=Asia/Tokyo", "ZONEINFO="+zi)
+		errOut, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		// "[pid] 2006/01/02 15:04:05.000000 [INF] ..."
+		line, _ := bufio.NewReader(errOut).ReadString('\n')
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			t.Fatalf("no log line: %q", line)
+		}
+		ts, err := time.ParseInLocation("2006/01/02 15:04:05.000000", f[1]+" "+f[2], time.UTC)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		return ts
+	}
+	now := time.Now().UTC()
+	if d := stamp("--logtime_utc").Sub(now); d < -time.Minute || d > time.Minute {
+		t.Fatalf("--logtime_utc stamp is %v off UTC", d)
+	}
+	if d := stamp().Sub(now); d < 8*time.Hour || d > 10*time.Hour {
+		t.Fatalf("local (Asia/Tokyo) stamp is %v off UTC, want about 9h", d)
 	}
 }

@@ -485,7 +485,7 @@ var unsupportedTopLevel = map[string]bool{
 	"max_closed_clients": true, "no_header_support": true,
 	"disable_sublist_cache": true, "no_sublist_cache": true,
 	"connect_error_reports": true, "reconnect_error_reports": true,
-	"trace_headers": true, "logtime_utc": true,
+	"trace_headers":      true,
 	"logfile_size_limit": true, "log_size_limit": true, "logfile_max_num": true, "log_max_num": true,
 	"syslog": true, "remote_syslog": true, "max_traced_msg_len": true, "prof_block_rate": true,
 	"default_sentinel": true, "ocsp": true, "ocsp_cache": true,
@@ -540,6 +540,10 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 		case "logtime":
 			if b, ok := p.boolean(e); ok {
 				o.Logtime = b
+			}
+		case "logtime_utc":
+			if b, ok := p.boolean(e); ok {
+				o.LogtimeUTC = b
 			}
 		case "logfile", "log_file":
 			if s, ok := p.str(e); ok {

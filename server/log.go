@@ -17,12 +17,13 @@ type Logger struct {
 	path    string
 	pid     string
 	logtime bool
+	utc     bool        // logtime_utc: timestamps in UTC
 	debug   atomic.Bool // read unlocked by Debugf/Tracef; a config reload may flip them
 	trace   atomic.Bool
 }
 
 func newLogger(o *Options) (*Logger, error) {
-	l := &Logger{w: os.Stderr, pid: fmt.Sprintf("[%d] ", os.Getpid()), logtime: o.Logtime, path: o.LogFile}
+	l := &Logger{w: os.Stderr, pid: fmt.Sprintf("[%d] ", os.Getpid()), logtime: o.Logtime, utc: o.LogtimeUTC, path: o.LogFile}
 	l.debug.Store(o.Debug)
 	l.trace.Store(o.Trace)
 	if o.NoLog {
@@ -68,7 +69,11 @@ func (l *Logger) logf(label, format string, v ...any) {
 	b := make([]byte, 0, 128)
 	b = append(b, l.pid...)
 	if l.logtime {
-		b = time.Now().AppendFormat(b, "2006/01/02 15:04:05.000000 ")
+		now := time.Now()
+		if l.utc {
+			now = now.UTC()
+		}
+		b = now.AppendFormat(b, "2006/01/02 15:04:05.000000 ")
 	}
 	b = append(b, label...)
 	b = fmt.Appendf(b, format, v...)
@@ -114,7 +119,7 @@ func (l *Logger) reconfigure(o *Options) error {
 			}
 		}
 	}
-	l.logtime = o.Logtime
+	l.logtime, l.utc = o.Logtime, o.LogtimeUTC
 	l.debug.Store(o.Debug)
 	l.trace.Store(o.Trace)
 	return nil

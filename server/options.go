@@ -67,12 +67,13 @@ type Options struct {
 	HTTPBasePath string
 	ProfPort     int
 
-	LogFile string
-	Logtime bool
-	Debug   bool
-	Trace   bool
-	NoLog   bool
-	PidFile string
+	LogFile    string
+	Logtime    bool
+	LogtimeUTC bool // logtime_utc: log timestamps in UTC, not local time
+	Debug      bool
+	Trace      bool
+	NoLog      bool
+	PidFile    string
 	// PortsFileDir (ports_file_dir): where the ports file goes (ports.go); "" for none.
 	PortsFileDir string
 
