@@ -45,6 +45,7 @@ Logging Options:
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -DV                              Debug and trace
+        --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
 Authorization Options:
         --user <user>                User required for connections
@@ -205,6 +206,7 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	str(&o.LogFile, "l", "log")
 	boolean(&o.Logtime, "T", "logtime")
 	boolean(&o.LogtimeUTC, "logtime_utc")
+	num(&o.MaxTracedMsgLen, "max_traced_msg_len")
 	boolean(&o.Debug, "D", "debug")
 	boolean(&o.Trace, "V", "trace")
 	boolean(&x.dv, "DV")

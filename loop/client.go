@@ -305,7 +305,13 @@ func (c *client) traceIn(frame []byte) {
 	}
 	c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- [%s]\"", c.ip, c.port, c.cid, line)
 	if len(rest) > 0 {
-		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [%q]\"", c.ip, c.port, c.cid, bytes.TrimSuffix(rest, []byte("\r\n")))
+		payload := bytes.TrimSuffix(rest, []byte("\r\n"))
+		if limit := c.r.e.cfg.MaxTracedMsgLen; limit > 0 && len(payload) > limit {
+			q := strconv.Quote(string(payload[:limit]))
+			c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [\"%s...\"]\"", c.ip, c.port, c.cid, q[1:len(q)-1])
+			return
+		}
+		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [%q]\"", c.ip, c.port, c.cid, payload)
 	}
 }
 

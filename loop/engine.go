@@ -61,6 +61,9 @@ type Config struct {
 
 	Log   Logger
 	Trace bool
+	// MaxTracedMsgLen (max_traced_msg_len): traced payloads longer than this are cut there,
+	// with "..." (0: whole).
+	MaxTracedMsgLen int
 
 	// RequestInfo builds the Nats-Request-Info header value of a request crossing a
 	// service import that asks for it (share: the requester in full); nil adds none.

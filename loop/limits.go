@@ -17,6 +17,7 @@ type Limits struct {
 	WriteDeadline       time.Duration
 	NoFastProducerStall bool
 	Trace               bool
+	MaxTracedMsgLen     int
 }
 
 // errLimitsTimeout is returned when a reactor did not pause in time; nothing was changed.
@@ -59,6 +60,7 @@ func (e *Engine) UpdateLimits(l Limits) error {
 			e.cfg.WriteDeadline = l.WriteDeadline
 			e.cfg.NoFastProducerStall = l.NoFastProducerStall
 			e.cfg.Trace = l.Trace
+			e.cfg.MaxTracedMsgLen = l.MaxTracedMsgLen
 			if e.infoFn != nil && e.addr != nil {
 				e.cfg.Info, e.cfg.InfoTail = e.infoFn(e.addr.Port)
 			}

@@ -67,13 +67,14 @@ type Options struct {
 	HTTPBasePath string
 	ProfPort     int
 
-	LogFile    string
-	Logtime    bool
-	LogtimeUTC bool // logtime_utc: log timestamps in UTC, not local time
-	Debug      bool
-	Trace      bool
-	NoLog      bool
-	PidFile    string
+	LogFile         string
+	Logtime         bool
+	LogtimeUTC      bool // logtime_utc: log timestamps in UTC, not local time
+	MaxTracedMsgLen int  // max_traced_msg_len: traced payloads cut to this length (0: whole)
+	Debug           bool
+	Trace           bool
+	NoLog           bool
+	PidFile         string
 	// PortsFileDir (ports_file_dir): where the ports file goes (ports.go); "" for none.
 	PortsFileDir string
 

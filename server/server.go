@@ -151,6 +151,7 @@ func (s *Server) Start() error {
 		Auth:                s.authConfig(o),
 		Log:                 s.log,
 		Trace:               o.Trace,
+		MaxTracedMsgLen:     o.MaxTracedMsgLen,
 	}
 	cfg.RequestInfo = s.requestInfo
 	sys := o.SystemAccountName()

@@ -103,3 +103,67 @@ func targetSelected(name string) bool {
 	}
 	return false
 }
+
+// TestTraceMaxTracedMsgLen: with max_traced_msg_len a traced payload is cut there and ends in
+// "...", as in nats-server; a shorter one is traced whole.
+func TestTraceMaxTracedMsgLen(t *testing.T) {
+	start := map[string]func(t *testing.T, logFile string) string{
+		"nats-server": func(t *testing.T, logFile string) string {
+			s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
+				LogFile: logFile, MaxTracedMsgLen: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.ConfigureLogger()
+			s.Start()
+			t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+			if !s.ReadyForConnections(5 * time.Second) {
+				t.Fatal("nats-server not ready")
+			}
+			return s.Addr().String()
+		},
+		"natsd": func(t *testing.T, logFile string) string {
+			s, err := server.New(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
+				LogFile: logFile, MaxTracedMsgLen: 10, Engine: os.Getenv("NATSD_ENGINE")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Shutdown)
+			return hostPort(t, s.ClientURL())
+		},
+	}
+	for _, name := range []string{"nats-server", "natsd"} {
+		if !targetSelected(name) {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			logFile := filepath.Join(t.TempDir(), "trace.log")
+			c, err := net.Dial("tcp", start[name](t, logFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			r := bufio.NewReader(c)
+			if _, err := r.ReadString('\n'); err != nil { // INFO
+				t.Fatal(err)
+			}
+			_, _ = c.Write([]byte("CONNECT {\"verbose\":false}\r\nPUB a 26\r\nabc\"efghijklmnopqrstuvwxyz\r\nPUB b 4\r\nshrt\r\nPING\r\n"))
+			if l, err := r.ReadString('\n'); err != nil || l != "PONG\r\n" {
+				t.Fatalf("%q %v", l, err)
+			}
+			want := []string{`MSG_PAYLOAD: ["abc\"efghij..."]`, `MSG_PAYLOAD: ["shrt"]`}
+			waitFor(t, 5*time.Second, "both payloads traced", func() bool {
+				b, _ := os.ReadFile(logFile)
+				for _, w := range want {
+					if !strings.Contains(string(b), w) {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
