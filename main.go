@@ -41,6 +41,8 @@ Profiling Options:
 Logging Options:
     -l, --log <file>                 File to redirect log output
     -T, --logtime                    Timestamp log entries (default: true)
+    -s, --syslog                     Log to syslog or windows event log
+    -r, --remote_syslog <addr>       Syslog server addr (udp://localhost:514)
         --logtime_utc                Timestamps in UTC instead of local timezone (default: false)
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
@@ -210,6 +212,8 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	boolean(&o.Logtime, "T", "logtime")
 	boolean(&o.LogtimeUTC, "logtime_utc")
 	num(&o.MaxTracedMsgLen, "max_traced_msg_len")
+	boolean(&o.Syslog, "s", "syslog")
+	str(&o.RemoteSyslog, "r", "remote_syslog")
 	boolean(&o.Debug, "D", "debug")
 	boolean(&o.Trace, "V", "trace")
 	boolean(&x.dv, "DV")

@@ -399,3 +399,39 @@ func TestBinaryLogtimeUTC(t *testing.T) {
 		t.Fatalf("local (Asia/Tokyo) stamp is %v off UTC, want about 9h", d)
 	}
 }
+
+// TestBinaryRemoteSyslog: with -r udp://host:port the log goes to that syslog server, tagged
+// with the executable's name, each line at its level's severity and without natsd's own pid,
+// time and label (syslog adds its own), as nats-server sends it.
+func TestBinaryRemoteSyslog(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	p := startBinary(t, "-r", "udp://"+pc.LocalAddr().String())
+	tag := filepath.Base(natsdBin(t)) + "["
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(5 * time.Second)
+	var got []string
+	for time.Now().Before(deadline) {
+		_ = pc.SetReadDeadline(deadline)
+		n, _, err := pc.ReadFrom(buf)
+		if err != nil {
+			break
+		}
+		line := string(buf[:n])
+		got = append(got, line)
+		if strings.Contains(line, "Server is ready") {
+			// <priority>: LOG_DEBUG's facility (kern, 0) with Notice severity (5).
+			if !strings.HasPrefix(line, "<5>") || !strings.Contains(line, tag) || strings.Contains(line, "[INF]") {
+				t.Fatalf("syslog line: %q", line)
+			}
+			if p.log.Len() != 0 {
+				t.Fatalf("also logged to stderr: %s", p.log)
+			}
+			return
+		}
+	}
+	t.Fatalf("no 'Server is ready' over syslog; got %q", got)
+}

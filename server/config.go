@@ -487,7 +487,7 @@ var unsupportedTopLevel = map[string]bool{
 	"connect_error_reports": true, "reconnect_error_reports": true,
 	"trace_headers":      true,
 	"logfile_size_limit": true, "log_size_limit": true, "logfile_max_num": true, "log_max_num": true,
-	"syslog": true, "remote_syslog": true, "prof_block_rate": true,
+	"prof_block_rate":  true,
 	"default_sentinel": true, "ocsp": true, "ocsp_cache": true,
 	"resolver_tls": true, "resolver_preload": true, "resolver_pinned_accounts": true,
 	"default_js_domain": true, "jetstream": true, "store_dir": true, "storedir": true,
@@ -544,6 +544,14 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 		case "max_traced_msg_len":
 			if n, ok := p.integer(e); ok {
 				o.MaxTracedMsgLen = int(n)
+			}
+		case "syslog":
+			if b, ok := p.boolean(e); ok {
+				o.Syslog = b
+			}
+		case "remote_syslog":
+			if s, ok := p.str(e); ok {
+				o.RemoteSyslog = s
 			}
 		case "logtime_utc":
 			if b, ok := p.boolean(e); ok {

@@ -3,7 +3,10 @@ package server
 import (
 	"fmt"
 	"io"
+	"log/syslog"
+	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +20,12 @@ type Logger struct {
 	path    string
 	pid     string
 	logtime bool
-	utc     bool        // logtime_utc: timestamps in UTC
-	debug   atomic.Bool // read unlocked by Debugf/Tracef; a config reload may flip them
-	trace   atomic.Bool
+	// sys, with syslog or remote_syslog and no log file: lines go there, at the severity of
+	// their level, without pid, time or label (syslog adds its own), as nats-server's do.
+	sys   *syslog.Writer
+	utc   bool        // logtime_utc: timestamps in UTC
+	debug atomic.Bool // read unlocked by Debugf/Tracef; a config reload may flip them
+	trace atomic.Bool
 }
 
 func newLogger(o *Options) (*Logger, error) {
@@ -30,12 +36,60 @@ func newLogger(o *Options) (*Logger, error) {
 		l.w = io.Discard
 		return l, nil
 	}
-	if o.LogFile != "" {
+	switch {
+	case o.LogFile != "":
 		if err := l.open(); err != nil {
 			return nil, err
 		}
+	case o.RemoteSyslog != "":
+		network, addr, err := syslogAddr(o.RemoteSyslog)
+		if err != nil {
+			return nil, err
+		}
+		if l.sys, err = syslog.Dial(network, addr, syslog.LOG_DEBUG, syslogTag()); err != nil {
+			return nil, fmt.Errorf("error connecting to syslog: %q", err.Error())
+		}
+	case o.Syslog:
+		var err error
+		if l.sys, err = syslog.New(syslog.LOG_DAEMON|syslog.LOG_NOTICE, syslogTag()); err != nil {
+			return nil, fmt.Errorf("error connecting to syslog: %q", err.Error())
+		}
 	}
 	return l, nil
+}
+
+// syslogTag is the executable's name, as nats-server tags its lines.
+func syslogTag() string { return filepath.Base(os.Args[0]) }
+
+// syslogAddr splits remote_syslog's URL: udp://host:port, tcp://host:port or unix:///path.
+func syslogAddr(raw string) (network, addr string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", err
+	}
+	switch u.Scheme {
+	case "udp", "tcp":
+		return u.Scheme, u.Host, nil
+	case "unix":
+		return u.Scheme, u.Path, nil
+	}
+	return "", "", fmt.Errorf("error invalid network type: %q", u.Scheme)
+}
+
+// sysLog sends one line to syslog at the severity of its label.
+func (l *Logger) sysLog(label, msg string) {
+	switch label {
+	case "[WRN] ":
+		_ = l.sys.Warning(msg)
+	case "[ERR] ":
+		_ = l.sys.Err(msg)
+	case "[FTL] ":
+		_ = l.sys.Crit(msg)
+	case "[DBG] ":
+		_ = l.sys.Debug(msg)
+	default: // [INF], and [TRC] as nats-server sends traces
+		_ = l.sys.Notice(msg)
+	}
 }
 
 func (l *Logger) open() error {
@@ -64,6 +118,10 @@ func (l *Logger) logf(label, format string, v ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.w == io.Discard {
+		return
+	}
+	if l.sys != nil {
+		l.sysLog(label, fmt.Sprintf(format, v...))
 		return
 	}
 	b := make([]byte, 0, 128)
@@ -131,5 +189,9 @@ func (l *Logger) close() {
 	if l.f != nil {
 		l.f.Close()
 		l.f = nil
+	}
+	if l.sys != nil {
+		_ = l.sys.Close()
+		l.sys = nil
 	}
 }

@@ -71,10 +71,14 @@ type Options struct {
 	Logtime         bool
 	LogtimeUTC      bool // logtime_utc: log timestamps in UTC, not local time
 	MaxTracedMsgLen int  // max_traced_msg_len: traced payloads cut to this length (0: whole)
-	Debug           bool
-	Trace           bool
-	NoLog           bool
-	PidFile         string
+	// Syslog (syslog) logs to the local syslog, RemoteSyslog (remote_syslog:
+	// udp://host:port, tcp://host:port or unix:///path) to a remote one; a log file wins.
+	Syslog       bool
+	RemoteSyslog string
+	Debug        bool
+	Trace        bool
+	NoLog        bool
+	PidFile      string
 	// PortsFileDir (ports_file_dir): where the ports file goes (ports.go); "" for none.
 	PortsFileDir string
 
