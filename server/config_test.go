@@ -263,12 +263,12 @@ mqtt { port: 1883 }
 accounts { A: {} }
 system_account: A
 mappings { "a": "b" }
-syslog: true
+server_tags: ["a"]
 `)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"jetstream", "cluster", "gateway", "leafnodes", "websocket", "mqtt", "syslog"}
+	want := []string{"jetstream", "cluster", "gateway", "leafnodes", "websocket", "mqtt", "server_tags"}
 	if len(rep.Unsupported) != len(want) {
 		t.Fatalf("unsupported = %q", rep.Unsupported)
 	}
