@@ -25,6 +25,7 @@ Server Options:
     -P, --pid <file>                 File to store PID
         --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
     -m, --http_port <port>           Use port for http monitoring (-1: random port)
+        --client_advertise <string>  Client URL to advertise to other servers
     -ms,--https_port <port>          Use port for https monitoring (not supported yet)
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
@@ -202,6 +203,7 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	str(&o.ServerName, "n", "name", "server_name")
 	str(&o.PidFile, "P", "pid")
 	str(&o.PortsFileDir, "ports_file_dir")
+	str(&o.ClientAdvertise, "client_advertise")
 	num(&o.HTTPPort, "m", "http_port")
 	num(&o.HTTPSPort, "ms", "https_port")
 	num(&o.ProfPort, "profile")

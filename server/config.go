@@ -479,7 +479,7 @@ func splitHostPort(s string) (string, string, error) {
 // Top-level keys nats-server v2.15.2 accepts that natsd does not honour yet: reported once at
 // start-up, never silently ignored.
 var unsupportedTopLevel = map[string]bool{
-	"client_advertise": true, "server_tags": true, "server_metadata": true,
+	"server_tags": true, "server_metadata": true,
 	"feature_flags": true, "proxy_protocol": true, "proxies": true,
 	"max_sub_tokens": true, "max_subscription_tokens": true, "write_timeout": true,
 	"max_closed_clients": true, "no_header_support": true,
@@ -564,6 +564,10 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 		case "pidfile", "pid_file":
 			if s, ok := p.str(e); ok {
 				o.PidFile = s
+			}
+		case "client_advertise":
+			if s, ok := p.str(e); ok {
+				o.ClientAdvertise = s
 			}
 		case "ports_file_dir":
 			if s, ok := p.str(e); ok {

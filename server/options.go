@@ -81,6 +81,9 @@ type Options struct {
 	PidFile      string
 	// PortsFileDir (ports_file_dir): where the ports file goes (ports.go); "" for none.
 	PortsFileDir string
+	// ClientAdvertise (client_advertise): the host[:port] INFO gives clients instead of the
+	// bound one (a missing or 0 port: the bound port).
+	ClientAdvertise string
 
 	// Engine picks the network driver: "gnet" (default) or "netpoll".
 	Engine string

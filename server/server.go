@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +112,32 @@ func prepareOptions(o *Options) error {
 	if int64(o.MaxPayload) > o.MaxPending {
 		return fmt.Errorf("max_payload (%d) cannot be higher than max_pending (%d)", o.MaxPayload, o.MaxPending)
 	}
+	if o.ClientAdvertise != "" {
+		if _, _, err := advertised(o.ClientAdvertise, o.Port); err != nil {
+			return fmt.Errorf("invalid ClientAdvertise value of %s, err=%v", o.ClientAdvertise, err)
+		}
+	}
 	return nil
+}
+
+// advertised splits client_advertise into INFO's host and port; a missing, 0 or -1 port is
+// the bound one.
+func advertised(hostPort string, bound int) (string, int, error) {
+	host, sport, err := net.SplitHostPort(hostPort)
+	if ae, ok := err.(*net.AddrError); ok && strings.Contains(ae.Err, "missing port") {
+		host, sport, err = net.SplitHostPort(net.JoinHostPort(hostPort, strconv.Itoa(bound)))
+	}
+	if err != nil {
+		return "", -1, err
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(sport))
+	if err != nil {
+		return "", -1, err
+	}
+	if port == 0 || port == -1 {
+		port = bound
+	}
+	return strings.TrimSpace(host), port, nil
 }
 
 // ID is the server's public nkey.
@@ -212,13 +238,19 @@ func (s *Server) Start() error {
 // per-connection ones.
 func (s *Server) infoJSON(port int) (head, tail []byte) {
 	o := &s.opts
+	host := o.Host
+	if o.ClientAdvertise != "" {
+		if h, p, err := advertised(o.ClientAdvertise, port); err == nil {
+			host, port = h, p
+		}
+	}
 	head, _ = json.Marshal(info{
 		ID:         s.id,
 		Name:       o.ServerName,
 		Version:    ServerVersion,
 		Proto:      1,
 		Go:         runtime.Version(),
-		Host:       o.Host,
+		Host:       host,
 		Port:       port,
 		Headers:    true,
 		AuthReq:    authRequired(o),

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -447,3 +448,40 @@ func (c *captureConn) Close() error                     { return nil }
 func (c *captureConn) SetDeadline(time.Time) error      { return nil }
 func (c *captureConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *captureConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestClientAdvertiseMatchesNatsServer: client_advertise replaces INFO's host and port (a
+// missing port is the bound one), as nats-server does; a bad value is refused.
+func TestClientAdvertiseMatchesNatsServer(t *testing.T) {
+	infoOf := func(addr string) map[string]any {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, "INFO "))), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, adv := range []string{"nats.example.com:5222", "nats.example.com", "[::1]:0"} {
+		ns := startNatsServer(t, &natsserver.Options{Host: "127.0.0.1", Port: -1, ClientAdvertise: adv})
+		s := startAuth(t, func(o *Options) { o.ClientAdvertise = adv })
+		theirs, ours := infoOf(ns.Addr().String()), infoOf(s.Addr().String())
+		wantPort := func(bound int, info map[string]any) bool {
+			p, _ := info["port"].(float64)
+			return adv == "nats.example.com:5222" && p == 5222 || adv != "nats.example.com:5222" && int(p) == bound
+		}
+		if theirs["host"] != ours["host"] || !wantPort(ns.Addr().(*net.TCPAddr).Port, theirs) || !wantPort(s.Addr().Port, ours) {
+			t.Errorf("%s: nats-server host %v port %v, natsd host %v port %v", adv, theirs["host"], theirs["port"], ours["host"], ours["port"])
+		}
+	}
+	if _, err := New(&Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, ClientAdvertise: "a:b:c"}); err == nil ||
+		!strings.Contains(err.Error(), "invalid ClientAdvertise value of a:b:c") {
+		t.Fatalf("bad client_advertise: %v", err)
+	}
+}
