@@ -427,6 +427,12 @@ func TestBinaryRemoteSyslog(t *testing.T) {
 			if !strings.HasPrefix(line, "<5>") || !strings.Contains(line, tag) || strings.Contains(line, "[INF]") {
 				t.Fatalf("syslog line: %q", line)
 			}
+			// Nothing goes to stderr meanwhile (read once the process is gone: the buffer is
+			// written by exec's copier).
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			if err := p.waitExit(t, 10*time.Second); err != nil {
+				t.Fatalf("exit: %v", err)
+			}
 			if p.log.Len() != 0 {
 				t.Fatalf("also logged to stderr: %s", p.log)
 			}
