@@ -177,6 +177,11 @@ func (l *Logger) reconfigure(o *Options) error {
 			}
 		}
 	}
+	if o.LogFile != "" && l.sys != nil {
+		// A log file wins over syslog, as at start-up.
+		_ = l.sys.Close()
+		l.sys = nil
+	}
 	l.logtime, l.utc = o.Logtime, o.LogtimeUTC
 	l.debug.Store(o.Debug)
 	l.trace.Store(o.Trace)
