@@ -44,6 +44,7 @@ Logging Options:
     -T, --logtime                    Timestamp log entries (default: true)
     -s, --syslog                     Log to syslog or windows event log
     -r, --remote_syslog <addr>       Syslog server addr (udp://localhost:514)
+        --log_size_limit <limit>     Logfile size limit (default: auto)
         --logtime_utc                Timestamps in UTC instead of local timezone (default: false)
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
@@ -215,6 +216,7 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	boolean(&o.LogtimeUTC, "logtime_utc")
 	num(&o.MaxTracedMsgLen, "max_traced_msg_len")
 	boolean(&o.Syslog, "s", "syslog")
+	fs.Int64Var(&o.LogSizeLimit, "log_size_limit", o.LogSizeLimit, "")
 	str(&o.RemoteSyslog, "r", "remote_syslog")
 	boolean(&o.Debug, "D", "debug")
 	boolean(&o.Trace, "V", "trace")

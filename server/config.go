@@ -485,9 +485,7 @@ var unsupportedTopLevel = map[string]bool{
 	"max_closed_clients": true, "no_header_support": true,
 	"disable_sublist_cache": true, "no_sublist_cache": true,
 	"connect_error_reports": true, "reconnect_error_reports": true,
-	"trace_headers":      true,
-	"logfile_size_limit": true, "log_size_limit": true, "logfile_max_num": true, "log_max_num": true,
-	"prof_block_rate":  true,
+	"trace_headers": true, "prof_block_rate": true,
 	"default_sentinel": true, "ocsp": true, "ocsp_cache": true,
 	"resolver_tls": true, "resolver_preload": true, "resolver_pinned_accounts": true,
 	"default_js_domain": true, "jetstream": true, "store_dir": true, "storedir": true,
@@ -544,6 +542,14 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 		case "max_traced_msg_len":
 			if n, ok := p.integer(e); ok {
 				o.MaxTracedMsgLen = int(n)
+			}
+		case "logfile_size_limit", "log_size_limit":
+			if n, ok := p.integer(e); ok {
+				o.LogSizeLimit = n
+			}
+		case "logfile_max_num", "log_max_num":
+			if n, ok := p.integer(e); ok {
+				o.LogMaxFiles = n
 			}
 		case "syslog":
 			if b, ok := p.boolean(e); ok {

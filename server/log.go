@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,14 +23,20 @@ type Logger struct {
 	logtime bool
 	// sys, with syslog or remote_syslog and no log file: lines go there, at the severity of
 	// their level, without pid, time or label (syslog adds its own), as nats-server's do.
-	sys   *syslog.Writer
-	utc   bool        // logtime_utc: timestamps in UTC
-	debug atomic.Bool // read unlocked by Debugf/Tracef; a config reload may flip them
-	trace atomic.Bool
+	sys *syslog.Writer
+	// Size rotation (logfile_size_limit, logfile_max_num): out is the log file's size; past
+	// limit it is renamed with a timestamp and a new one started, keeping at most maxFiles
+	// files in all (0: every backup).
+	out, limit int64
+	maxFiles   int
+	utc        bool        // logtime_utc: timestamps in UTC
+	debug      atomic.Bool // read unlocked by Debugf/Tracef; a config reload may flip them
+	trace      atomic.Bool
 }
 
 func newLogger(o *Options) (*Logger, error) {
-	l := &Logger{w: os.Stderr, pid: fmt.Sprintf("[%d] ", os.Getpid()), logtime: o.Logtime, utc: o.LogtimeUTC, path: o.LogFile}
+	l := &Logger{w: os.Stderr, pid: fmt.Sprintf("[%d] ", os.Getpid()), logtime: o.Logtime, utc: o.LogtimeUTC, path: o.LogFile,
+		limit: o.LogSizeLimit, maxFiles: int(o.LogMaxFiles)}
 	l.debug.Store(o.Debug)
 	l.trace.Store(o.Trace)
 	if o.NoLog {
@@ -101,7 +108,57 @@ func (l *Logger) open() error {
 		l.f.Close()
 	}
 	l.f, l.w = f, f
+	l.out = 0
+	if st, err := f.Stat(); err == nil {
+		l.out = st.Size()
+	}
 	return nil
+}
+
+// rotate moves a log file past its size limit aside, as nats-server names the backups
+// (<file>.YYYY.MM.DD.hh.mm.ss.nnnnnnnnn), starts a new one with a line saying so, and removes
+// the oldest backups beyond logfile_max_num.
+func (l *Logger) rotate() {
+	if err := l.f.Close(); err != nil {
+		l.limit *= 2 // try again later rather than on every line
+		return
+	}
+	now := time.Now()
+	bak := fmt.Sprintf("%s.%04d.%02d.%02d.%02d.%02d.%02d.%09d", l.path, now.Year(), now.Month(), now.Day(),
+		now.Hour(), now.Minute(), now.Second(), now.Nanosecond())
+	_ = os.Rename(l.path, bak)
+	l.f = nil
+	if err := l.open(); err != nil {
+		l.w = os.Stderr
+		return
+	}
+	l.write("[INF] ", fmt.Sprintf("Rotated log, backup saved as %q", bak))
+	if l.maxFiles > 0 {
+		l.purge()
+	}
+}
+
+// purge removes the oldest backups so that at most maxFiles files remain, this one included.
+func (l *Logger) purge() {
+	dir, base := filepath.Dir(l.path), filepath.Base(l.path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var backups []string // ReadDir sorts by name, and the names sort by time
+	for _, e := range entries {
+		if stamp, ok := strings.CutPrefix(e.Name(), base+"."); ok && !e.IsDir() {
+			if _, err := time.Parse("2006:01:02:15:04:05.999999999", strings.Replace(stamp, ".", ":", 5)); err == nil {
+				backups = append(backups, e.Name())
+			}
+		}
+	}
+	for i := 0; i < len(backups)-(l.maxFiles-1); i++ {
+		if err := os.Remove(filepath.Join(dir, backups[i])); err != nil {
+			return
+		}
+		l.write("[INF] ", fmt.Sprintf("Purged log file %q", backups[i]))
+	}
 }
 
 // Reopen reopens the log file (SIGUSR1), for log rotation.
@@ -124,6 +181,14 @@ func (l *Logger) logf(label, format string, v ...any) {
 		l.sysLog(label, fmt.Sprintf(format, v...))
 		return
 	}
+	l.write(label, fmt.Sprintf(format, v...))
+	if l.f != nil && l.limit > 0 && l.out > l.limit {
+		l.rotate()
+	}
+}
+
+// write writes one line in nats-server's format (l.mu held).
+func (l *Logger) write(label, msg string) {
 	b := make([]byte, 0, 128)
 	b = append(b, l.pid...)
 	if l.logtime {
@@ -134,9 +199,11 @@ func (l *Logger) logf(label, format string, v ...any) {
 		b = now.AppendFormat(b, "2006/01/02 15:04:05.000000 ")
 	}
 	b = append(b, label...)
-	b = fmt.Appendf(b, format, v...)
+	b = append(b, msg...)
 	b = append(b, '\n')
-	_, _ = l.w.Write(b)
+	if n, err := l.w.Write(b); err == nil && l.f != nil {
+		l.out += int64(n)
+	}
 }
 
 func (l *Logger) Noticef(format string, v ...any) { l.logf("[INF] ", format, v...) }
@@ -183,6 +250,7 @@ func (l *Logger) reconfigure(o *Options) error {
 		l.sys = nil
 	}
 	l.logtime, l.utc = o.Logtime, o.LogtimeUTC
+	l.limit, l.maxFiles = o.LogSizeLimit, int(o.LogMaxFiles)
 	l.debug.Store(o.Debug)
 	l.trace.Store(o.Trace)
 	return nil

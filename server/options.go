@@ -75,6 +75,10 @@ type Options struct {
 	// udp://host:port, tcp://host:port or unix:///path) to a remote one; a log file wins.
 	Syslog       bool
 	RemoteSyslog string
+	// LogSizeLimit (logfile_size_limit) rotates the log file past that many bytes; LogMaxFiles
+	// (logfile_max_num) keeps at most that many files, the current one included.
+	LogSizeLimit int64
+	LogMaxFiles  int64
 	Debug        bool
 	Trace        bool
 	NoLog        bool

@@ -54,7 +54,7 @@ var reloadable = map[string]bool{
 	"PingInterval": true, "MaxPingsOut": true, "WriteDeadline": true, "NoFastProducerStall": true,
 	"AuthTimeout": true,
 	// Logging and files.
-	"Debug": true, "Trace": true, "Logtime": true, "LogtimeUTC": true, "ClientAdvertise": true, "MaxTracedMsgLen": true, "LogFile": true, "PidFile": true, "ConfigDigest": true,
+	"Debug": true, "Trace": true, "Logtime": true, "LogtimeUTC": true, "LogSizeLimit": true, "LogMaxFiles": true, "ClientAdvertise": true, "MaxTracedMsgLen": true, "LogFile": true, "PidFile": true, "ConfigDigest": true,
 	// Authentication and TLS: applied by the appliers the auth/TLS code registers.
 	"Username": true, "Password": true, "Authorization": true, "Users": true, "Nkeys": true,
 	"NoAuthUser": true, "DefaultPermissions": true, "AuthBlockDefined": true,
