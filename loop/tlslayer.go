@@ -49,12 +49,14 @@ type tlsLayer struct {
 	std *tls.Conn              // an established session crypto/tls keeps (TLS 1.2)
 	raw []byte                 // TLS 1.3 records read during the handshake, not yet opened
 
-	plain []byte // opened application data; plain[rd:] is what the parser has not consumed
-	rd    int
+	plain    []byte  // opened application data; plain[rd:] is what the parser has not consumed
+	plainBox *[]byte // the pool's handle on plain's buffer (nil: not pooled)
+	rd       int
 	// seen is where in plain the last Peek ended: what lies beyond it was opened after the
 	// engine last looked (netpoll reads while traffic runs).
 	seen int
-	wout []byte // std's ciphertext while it runs on the reactor
+	wout []byte    // std's ciphertext while it runs on the reactor
+	iov  [1][]byte // send's one-buffer writev (a literal would be allocated per write)
 
 	hsHold bool // reading stopped: the handshake holds hsFeedMax unread (feedHandshake)
 	first  bool // the handshake came before INFO (handshake_first, and no fallback)
@@ -116,21 +118,25 @@ func (l *tlsLayer) plainFor(n int) {
 		l.plain, l.seen, l.rd = l.plain[:left], max(l.seen-l.rd, 0), 0
 		return
 	}
-	var nb []byte
+	var box *[]byte
 	switch {
 	case want <= plainSmall:
-		nb = (*plainSmallPool.Get().(*[]byte))[:0]
+		box = plainSmallPool.Get().(*[]byte)
 	case want <= plainMedium:
-		nb = (*plainMediumPool.Get().(*[]byte))[:0]
+		box = plainMediumPool.Get().(*[]byte)
 	case want <= plainLarge:
-		nb = (*plainLargePool.Get().(*[]byte))[:0]
-	default:
+		box = plainLargePool.Get().(*[]byte)
+	}
+	var nb []byte
+	if box != nil {
+		nb = (*box)[:0]
+	} else {
 		nb = make([]byte, 0, want)
 	}
 	nb = append(nb, l.plain[l.rd:]...)
 	seen := max(l.seen-l.rd, 0)
 	l.releasePlain()
-	l.plain, l.seen = nb, seen
+	l.plain, l.plainBox, l.seen = nb, box, seen
 }
 
 // newTLSLayer wraps conn for the TLS settings tc; start then sends or holds the greeting.
@@ -169,7 +175,7 @@ func (l *tlsLayer) fallback() {
 	l.state, l.first = tlsHello, false
 	g := l.greeting
 	l.greeting = nil
-	_, _ = l.Conn.Writev([][]byte{g})
+	_ = l.send(g)
 }
 
 func (l *tlsLayer) timedOut() {
@@ -231,16 +237,20 @@ func (l *tlsLayer) releasePlain() {
 	if l.plain == nil {
 		return
 	}
-	b := l.plain[:0]
-	switch cap(b) {
-	case plainSmall:
-		plainSmallPool.Put(&b)
-	case plainMedium:
-		plainMediumPool.Put(&b)
-	case plainLarge:
-		plainLargePool.Put(&b)
+	// The pool's own pointer goes back (a new one would be allocated per release), unless
+	// the buffer has been regrown past its class.
+	if box := l.plainBox; box != nil && cap(*box) == cap(l.plain) {
+		*box = l.plain[:0]
+		switch cap(l.plain) {
+		case plainSmall:
+			plainSmallPool.Put(box)
+		case plainMedium:
+			plainMediumPool.Put(box)
+		case plainLarge:
+			plainLargePool.Put(box)
+		}
 	}
-	l.plain, l.rd, l.seen = nil, 0, 0
+	l.plain, l.plainBox, l.rd, l.seen = nil, nil, 0, 0
 }
 
 func (l *tlsLayer) InboundBuffered() int {
@@ -293,7 +303,7 @@ func (l *tlsLayer) seal(bs [][]byte) (int, error) {
 	for left := total; left > 0; {
 		m := min(left, maxPlaintext)
 		if cap(out)-len(out) < sealedLen(m) {
-			if _, err = l.Conn.Writev([][]byte{out}); err != nil {
+			if err = l.send(out); err != nil {
 				break
 			}
 			out = out[:0]
@@ -310,7 +320,7 @@ func (l *tlsLayer) seal(bs [][]byte) (int, error) {
 		left -= m
 	}
 	if err == nil && len(out) > 0 {
-		_, err = l.Conn.Writev([][]byte{out})
+		err = l.send(out)
 	}
 	*bp = out[:0]
 	cipherPool.Put(bp)
@@ -323,7 +333,9 @@ func (l *tlsLayer) seal(bs [][]byte) (int, error) {
 // writeStd runs crypto/tls's record layer: it writes through hsConn into l.wout.
 func (l *tlsLayer) writeStd(bs [][]byte) (int, error) {
 	total := 0
-	var chunk [maxPlaintext]byte
+	cp := plainSmallPool.Get().(*[]byte)
+	chunk := (*cp)[:maxPlaintext]
+	defer plainSmallPool.Put(cp)
 	k := 0
 	var err error
 	for _, b := range bs {
@@ -349,11 +361,19 @@ func (l *tlsLayer) writeStd(bs [][]byte) (int, error) {
 	return total, nil
 }
 
+// send writes one buffer to the engine (on the reactor).
+func (l *tlsLayer) send(b []byte) error {
+	l.iov[0] = b
+	_, err := l.Conn.Writev(l.iov[:])
+	l.iov[0] = nil
+	return err
+}
+
 func (l *tlsLayer) flushStd() error {
 	if len(l.wout) == 0 {
 		return nil
 	}
-	_, err := l.Conn.Writev([][]byte{l.wout})
+	err := l.send(l.wout)
 	if cap(l.wout) > tlsWriteBatch {
 		l.wout = nil
 	} else {
@@ -725,7 +745,7 @@ func (l *tlsLayer) open13(limit int) (capped bool) {
 			_, _ = l.Conn.Discard(used)
 		}
 		if len(reply) > 0 {
-			_, _ = l.Conn.Writev([][]byte{reply})
+			_ = l.send(reply)
 		}
 		if err != nil {
 			l.sessionFailed(err)
@@ -968,7 +988,7 @@ func (h *hsConn) Write(b []byte) (int, error) {
 	cp := append([]byte(nil), b...)
 	if err := l.ex.Execute(func() {
 		if l.state == tlsShaking && l.hs.Load() == h {
-			_, _ = l.Conn.Writev([][]byte{cp})
+			_ = l.send(cp)
 		}
 	}); err != nil {
 		return 0, err

@@ -54,6 +54,9 @@ type trafficKeys struct {
 	iv     [12]byte
 	seq    uint64
 	secret []byte
+	// scratch holds the record's nonce: a local array would escape to the heap through the
+	// AEAD interface on every record.
+	scratch [12]byte
 }
 
 // record13 is an established TLS 1.3 session's record protection.
@@ -139,13 +142,13 @@ func (k *trafficKeys) update(r *record13) error {
 	return k.set(r, next)
 }
 
-func (k *trafficKeys) nonce(n *[12]byte) {
-	*n = k.iv
-	var s [8]byte
-	binary.BigEndian.PutUint64(s[:], k.seq)
-	for i := range s {
-		n[4+i] ^= s[i]
+// nonce is the next record's nonce (RFC 8446 section 5.3), valid until the next call.
+func (k *trafficKeys) nonce() []byte {
+	k.scratch = k.iv
+	for i := 0; i < 8; i++ {
+		k.scratch[4+i] ^= byte(k.seq >> (56 - 8*i))
 	}
+	return k.scratch[:]
 }
 
 // sealedLen is the size of a record carrying n bytes of content.
@@ -162,10 +165,9 @@ func (r *record13) seal(dst []byte, n int, typ byte) []byte {
 	binary.BigEndian.PutUint16(hdr[3:], uint16(total-recordHeaderLen))
 	body := dst[start+recordHeaderLen:]
 	body[n] = typ
-	var nonce [12]byte
-	r.out.nonce(&nonce)
+	nonce := r.out.nonce()
 	r.out.seq++
-	r.out.aead.Seal(body[:0], nonce[:], body[:n+1], hdr)
+	r.out.aead.Seal(body[:0], nonce, body[:n+1], hdr)
 	return dst
 }
 
@@ -209,9 +211,7 @@ func (r *record13) open(raw, plain []byte, reply []byte) (used int, _ []byte, _ 
 			return used, plain, reply, errBadRecordMAC
 		}
 		plain = growTo(plain, n)
-		var nonce [12]byte
-		r.in.nonce(&nonce)
-		out, oerr := r.in.aead.Open(plain[len(plain):len(plain)], nonce[:], body, hdr)
+		out, oerr := r.in.aead.Open(plain[len(plain):len(plain)], r.in.nonce(), body, hdr)
 		if oerr != nil {
 			return used, plain, reply, errBadRecordMAC
 		}

@@ -18,45 +18,15 @@ import (
 // secrets replaced by [REDACTED], as nats-server does, and the rest kept.
 func TestTraceHidesCredentials(t *testing.T) {
 	const connect = `CONNECT {"verbose":false,"pedantic":false,"user":"derek","pass":"hunter2","name":"tracer","lang":"go","protocol":1}`
-	for _, tg := range []struct {
-		name  string
-		start func(t *testing.T, logFile string) string // client host:port
-	}{
-		{"nats-server", func(t *testing.T, logFile string) string {
-			opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
-				LogFile: logFile, Username: "derek", Password: "hunter2"}
-			s, err := natsserver.NewServer(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.ConfigureLogger()
-			s.Start()
-			t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-			if !s.ReadyForConnections(5 * time.Second) {
-				t.Fatal("nats-server not ready")
-			}
-			return s.Addr().String()
-		}},
-		{"natsd", func(t *testing.T, logFile string) string {
-			opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
-				LogFile: logFile, Username: "derek", Password: "hunter2", Engine: os.Getenv("NATSD_ENGINE")}
-			s, err := server.New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Shutdown)
-			return hostPort(t, s.ClientURL())
-		}},
-	} {
-		if !targetSelected(tg.name) {
+	for _, name := range []string{"nats-server", "natsd"} {
+		if !targetSelected(name) {
 			continue
 		}
-		t.Run(tg.name, func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "trace.log")
-			addr := tg.start(t, logFile)
+			addr := startTracing(t, name, logFile,
+				func(o *natsserver.Options) { o.Username, o.Password = "derek", "hunter2" },
+				func(o *server.Options) { o.Username, o.Password = "derek", "hunter2" })
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -107,41 +77,15 @@ func targetSelected(name string) bool {
 // TestTraceMaxTracedMsgLen: with max_traced_msg_len a traced payload is cut there and ends in
 // "...", as in nats-server; a shorter one is traced whole.
 func TestTraceMaxTracedMsgLen(t *testing.T) {
-	start := map[string]func(t *testing.T, logFile string) string{
-		"nats-server": func(t *testing.T, logFile string) string {
-			s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
-				LogFile: logFile, MaxTracedMsgLen: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.ConfigureLogger()
-			s.Start()
-			t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-			if !s.ReadyForConnections(5 * time.Second) {
-				t.Fatal("nats-server not ready")
-			}
-			return s.Addr().String()
-		},
-		"natsd": func(t *testing.T, logFile string) string {
-			s, err := server.New(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true,
-				LogFile: logFile, MaxTracedMsgLen: 10, Engine: os.Getenv("NATSD_ENGINE")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Shutdown)
-			return hostPort(t, s.ClientURL())
-		},
-	}
 	for _, name := range []string{"nats-server", "natsd"} {
 		if !targetSelected(name) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "trace.log")
-			c, err := net.Dial("tcp", start[name](t, logFile))
+			c, err := net.Dial("tcp", startTracing(t, name, logFile,
+				func(o *natsserver.Options) { o.MaxTracedMsgLen = 10 },
+				func(o *server.Options) { o.MaxTracedMsgLen = 10 }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,4 +110,36 @@ func TestTraceMaxTracedMsgLen(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startTracing starts the named server (nats-server or natsd) with -V into logFile, the rest of
+// its options set by ns or nd, and returns its client host:port.
+func startTracing(t *testing.T, name, logFile string, ns func(*natsserver.Options), nd func(*server.Options)) string {
+	t.Helper()
+	if name == "nats-server" {
+		o := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true, LogFile: logFile}
+		ns(o)
+		s, err := natsserver.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ConfigureLogger()
+		s.Start()
+		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+		if !s.ReadyForConnections(5 * time.Second) {
+			t.Fatal("nats-server not ready")
+		}
+		return s.Addr().String()
+	}
+	o := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, Trace: true, LogFile: logFile, Engine: os.Getenv("NATSD_ENGINE")}
+	nd(o)
+	s, err := server.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return hostPort(t, s.ClientURL())
 }

@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,7 +117,7 @@ func Run(t Target, o Options) (r Result) {
 	r.RSSStart, _ = bench.ProcRSS(pid)
 
 	base := probe.rtts(o.Baseline)
-	r.BaseP50, r.BaseP99 = quantile(base, 0.50), quantile(base, 0.99)
+	r.BaseP50, r.BaseP99 = bench.Quantile(base, 0.50), bench.Quantile(base, 0.99)
 
 	stop := make(chan struct{})
 	var peak atomic.Int64
@@ -164,7 +163,7 @@ func Run(t Target, o Options) (r Result) {
 	samplerDone.Wait()
 	r.RSSPeak = peak.Load()
 	r.Probes = len(load)
-	r.LoadP50, r.LoadP99 = quantile(load, 0.50), quantile(load, 0.99)
+	r.LoadP50, r.LoadP99 = bench.Quantile(load, 0.50), bench.Quantile(load, 0.99)
 	if probe.err != nil {
 		r.ProbeErr = probe.err.Error()
 	}
@@ -432,15 +431,6 @@ func (p *prober) rtts(d time.Duration, stop <-chan struct{}) []time.Duration {
 		time.Sleep(2 * time.Millisecond)
 	}
 	return out
-}
-
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 // watchSlowConsumers records when /varz first reports a slow consumer.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -72,4 +73,15 @@ func StopProcess(cmd *exec.Cmd, grace time.Duration) (killed bool) {
 		<-done
 		return true
 	}
+}
+
+// Quantile is the q-quantile (0..1, 1 the maximum) of ds, which it leaves as it is; 0 when
+// ds is empty.
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }

@@ -18,7 +18,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,14 +132,7 @@ func main() {
 
 // quantiles is the p50 and p99 of rtts (zero when empty).
 func quantiles(rtts []time.Duration) (p50, p99 time.Duration) {
-	if len(rtts) == 0 {
-		return 0, 0
-	}
-	sort.Slice(rtts, func(a, b int) bool { return rtts[a] < rtts[b] })
-	q := func(p float64) time.Duration {
-		return rtts[min(len(rtts)-1, int(p*float64(len(rtts))))].Round(time.Microsecond)
-	}
-	return q(0.50), q(0.99)
+	return bench.Quantile(rtts, 0.50).Round(time.Microsecond), bench.Quantile(rtts, 0.99).Round(time.Microsecond)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -287,7 +279,7 @@ func run(t target, n, sources, conc, pings int, settle time.Duration) (r result)
 	}
 	if len(rtts) > 0 {
 		r.rttP50, r.rttP99 = quantiles(rtts)
-		r.rttMax = rtts[len(rtts)-1].Round(time.Microsecond)
+		r.rttMax = bench.Quantile(rtts, 1).Round(time.Microsecond)
 	}
 	fmt.Fprintf(os.Stderr, "%s: %d/%d connected in %v, RSS %.1f → %.1f MiB (%.2f KiB/conn), PING p50 %v p99 %v\n",
 		t.name, r.ok, n, r.setup.Round(time.Millisecond), mib(r.rssBefore), mib(r.rssAfter), r.perConn/1024, r.rttP50, r.rttP99)
