@@ -51,6 +51,10 @@ Logging Options:
     -DV                              Debug and trace
         --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
+JetStream Options:
+    -js, --jetstream                 Enable JetStream functionality
+    -sd, --store_dir <dir>           Set the storage directory
+
 Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
@@ -174,8 +178,7 @@ type command struct {
 // flagVals holds the flags that do not map straight onto an Options field.
 type flagVals struct {
 	showVersion, showHelp, dv, dvv, vv, check bool
-	config, signal, storeDir, cluster, routes string
-	js                                        bool
+	config, signal, cluster, routes           string
 	tls, tlsVerify                            bool
 	tlsCert, tlsKey, tlsCaCert                string
 }
@@ -233,8 +236,10 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	str(&x.tlsKey, "tlskey")
 	boolean(&x.tlsVerify, "tlsverify")
 	str(&x.tlsCaCert, "tlscacert")
-	boolean(&x.js, "js", "jetstream")
-	str(&x.storeDir, "sd", "store_dir")
+	// -js / -sd go straight to the options, as in nats-server: set before the file is read
+	// (so -sd and a store_dir in the file are a duplicate, as there) and again after it.
+	boolean(&o.JetStream, "js", "jetstream")
+	str(&o.StoreDir, "sd", "store_dir")
 	str(&x.cluster, "cluster", "cluster_listen")
 	str(&x.routes, "routes")
 	num(&o.Reactors, "reactors")
@@ -361,9 +366,6 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	}
 	if o.HTTPSPort != 0 {
 		cmd.unsupported = append(cmd.unsupported, "HTTPS monitoring (-ms/--https_port, needs TLS)")
-	}
-	if x.js || x.storeDir != "" {
-		cmd.unsupported = append(cmd.unsupported, "JetStream (-js/--store_dir)")
 	}
 	if x.cluster != "" || x.routes != "" {
 		cmd.unsupported = append(cmd.unsupported, "clustering (--cluster/--routes)")

@@ -190,7 +190,7 @@ func TestBinaryConfigReload(t *testing.T) {
 	bin := natsdBin(t)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "natsd.pid")
-	base := "listen: 127.0.0.1:-1\npid_file: \"" + pidFile + "\"\njetstream: enabled\nping_interval: \"2m\"\n"
+	base := "listen: 127.0.0.1:-1\npid_file: \"" + pidFile + "\"\nserver_tags: [\"a\"]\nping_interval: \"2m\"\n"
 	conf := tempConf(t, base)
 	cmd := exec.Command(bin, "-c", conf)
 	stderr, _ := cmd.StderrPipe()
@@ -217,7 +217,7 @@ func TestBinaryConfigReload(t *testing.T) {
 				if !ok {
 					t.Fatalf("natsd exited waiting for %q", re)
 				}
-				if strings.Contains(l, `"jetstream"`) && strings.Contains(l, "not supported yet") {
+				if strings.Contains(l, `"server_tags"`) && strings.Contains(l, "not supported yet") {
 					sawUnsupported++
 				}
 				if m := regexp.MustCompile(re).FindStringSubmatch(l); m != nil {
@@ -230,7 +230,7 @@ func TestBinaryConfigReload(t *testing.T) {
 	}
 	url = "nats://" + waitLine(`Listening for client connections on (\S+)`)
 	if sawUnsupported != 1 {
-		t.Fatalf("jetstream reported %d times", sawUnsupported)
+		t.Fatalf("server_tags reported %d times", sawUnsupported)
 	}
 	nc, err := nats.Connect(url)
 	if err != nil {

@@ -306,3 +306,47 @@ func BenchmarkMultiLastSeqs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkManyStores is JetStream with many streams taking publishes at once (a KV bucket
+// or stream per tenant): records spread round-robin over the stores, at most window in
+// flight in all, each acknowledged once durable.
+func BenchmarkManyStores(b *testing.B) {
+	payload := make([]byte, 128)
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("stores=%d", n), func(b *testing.B) {
+			stores := make([]*FileStore, n)
+			dir := b.TempDir()
+			for i := range stores {
+				s, err := Open(Config{Dir: fmt.Sprintf("%s/%d", dir, i), Logf: quietLog})
+				if err != nil {
+					b.Fatal(err)
+				}
+				stores[i] = s
+			}
+			defer func() {
+				for _, s := range stores {
+					s.Stop()
+				}
+			}()
+			time.Sleep(time.Duration(n) * time.Millisecond) // let the stores make their spare blocks
+			const window = 2048
+			slots := make(chan struct{}, window)
+			var inflight sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				slots <- struct{}{}
+				inflight.Add(1)
+				stores[i%n].StoreAsync("bench.many", nil, payload, func(_ uint64, _ int64, err error) {
+					if err != nil {
+						b.Error(err)
+					}
+					<-slots
+					inflight.Done()
+				})
+			}
+			inflight.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+		})
+	}
+}

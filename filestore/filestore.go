@@ -72,7 +72,10 @@ type op struct {
 	size uint64
 	n    uint64
 	keep uint64 // opPurgeEx
-	cb   func(seq uint64, ts int64, err error)
+	// opStore at a given sequence and time (StoreAt); at 0 takes the next ones.
+	at  uint64
+	ats int64
+	cb  func(seq uint64, ts int64, err error)
 	// opLimits, opWatch
 	lim   *Limits
 	watch StorageUpdate
@@ -459,6 +462,18 @@ func (s *FileStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 	}
 	return s.wait(&op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
 		size: storedSize(subj, hdr, msg)})
+}
+
+func (s *FileStore) StoreAt(seq uint64, ts int64, subj string, hdr, msg []byte) error {
+	if err := checkMsg(s.maxMsgSize.Load(), subj, hdr, msg); err != nil {
+		return err
+	}
+	if seq == 0 {
+		return ErrSeqOrder
+	}
+	_, _, err := s.wait(&op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
+		size: storedSize(subj, hdr, msg), at: seq, ats: ts})
+	return err
 }
 
 func (s *FileStore) SkipMsgs(n uint64) (uint64, error) {
@@ -931,7 +946,7 @@ func (s *FileStore) State() State {
 }
 
 func (s *FileStore) stateLocked(subjects bool) State {
-	st := State{Msgs: s.msgs, Bytes: s.bytes, FirstSeq: s.first, LastSeq: s.last}
+	st := State{Msgs: s.msgs, Bytes: s.bytes, FirstSeq: s.first, LastSeq: s.last, NumSubjects: len(s.subjects)}
 	st.LastTS = s.lastTS
 	if s.msgs > 0 {
 		// The exact times are in the records: the first one's is read back
@@ -1015,9 +1030,9 @@ func (s *FileStore) recTS(b *block, e *ent) (int64, bool) {
 // when the block holds framed records.
 func (s *FileStore) entSize(b *block, e *ent) uint64 {
 	if s.cry != nil && !b.sealed {
-		return uint64(e.slen) - uint64(frameHdr+s.cry.aead.Overhead())
+		return uint64(e.slen) - uint64(frameHdr+s.cry.aead.Overhead()) - 1
 	}
-	return uint64(e.slen)
+	return uint64(e.slen) - 1
 }
 
 // blockEnt is seq's block and entry, or nils; mu held.

@@ -14,6 +14,7 @@ import (
 // inline.
 type MemStore struct {
 	mu       sync.RWMutex
+	sizeOf   func(subj string, hdr, msg []byte) uint64 // memSize; tests comparing with a file store swap it
 	lim      Limits
 	msgs     map[uint64]*memMsg
 	subjects map[string]*subjState
@@ -35,7 +36,7 @@ type memMsg struct {
 var _ Store = (*MemStore)(nil)
 
 func NewMemStore(lim Limits) *MemStore {
-	return &MemStore{lim: lim, msgs: map[uint64]*memMsg{}, subjects: map[string]*subjState{}, first: 1}
+	return &MemStore{sizeOf: memSize, lim: lim, msgs: map[uint64]*memMsg{}, subjects: map[string]*subjState{}, first: 1}
 }
 
 func (ms *MemStore) StoreAsync(subj string, hdr, msg []byte, cb func(uint64, int64, error)) {
@@ -46,7 +47,19 @@ func (ms *MemStore) StoreAsync(subj string, hdr, msg []byte, cb func(uint64, int
 }
 
 func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error) {
-	size := storedSize(subj, hdr, msg)
+	return ms.store(0, 0, subj, hdr, msg)
+}
+
+func (ms *MemStore) StoreAt(seq uint64, ts int64, subj string, hdr, msg []byte) error {
+	if seq == 0 {
+		return ErrSeqOrder
+	}
+	_, _, err := ms.store(seq, ts, subj, hdr, msg)
+	return err
+}
+
+func (ms *MemStore) store(at uint64, ats int64, subj string, hdr, msg []byte) (uint64, int64, error) {
+	size := ms.sizeOf(subj, hdr, msg)
 	ms.mu.Lock()
 	defer ms.unlock()
 	if err := checkMsg(ms.lim.MaxMsgSize, subj, hdr, msg); err != nil {
@@ -69,14 +82,22 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 	if l.DiscardNewPerSubject && l.MaxMsgsPerSubject > 0 && ss != nil && ss.msgs >= uint64(l.MaxMsgsPerSubject) {
 		return 0, 0, ErrMaxMsgsPerSubj
 	}
+	if at != 0 && at <= ms.last {
+		return 0, 0, ErrSeqOrder
+	}
 	if ss == nil {
 		// The caller's string may share memory it reuses; every message of
 		// the subject keeps this copy.
 		ss = &subjState{name: strings.Clone(subj)}
 		ms.subjects[ss.name] = ss
 	}
+	now := stampNow()
+	if at != 0 {
+		now = ats
+		ms.last = at - 1
+	}
 	seq := ms.last + 1
-	ts := max(stampNow(), ms.lastTS)
+	ts := max(now, ms.lastTS)
 	ms.lastTS = ts
 	ms.msgs[seq] = &memMsg{m: StoredMsg{Subject: ss.name, Header: clone(hdr), Data: clone(msg), Seq: seq, TS: ts}, size: size}
 	if n == 0 {
@@ -524,7 +545,8 @@ func (ms *MemStore) FastState() State {
 
 func (ms *MemStore) stateLocked() State {
 	n := uint64(len(ms.msgs))
-	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last, LastTS: ms.lastTS}
+	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last, LastTS: ms.lastTS,
+		NumSubjects: len(ms.subjects)}
 	if n > 0 {
 		st.FirstTS = ms.msgs[ms.first].m.TS
 		st.Deleted = ms.last - ms.first + 1 - n

@@ -63,6 +63,7 @@ func fileMatchesMem(t *testing.T, variant string) {
 	}
 	defer func() { fs.Stop() }()
 	ms := NewMemStore(lim)
+	ms.sizeOf = storedSize // the stores count sizes as nats-server's do, differently
 	defer ms.Stop()
 	// Both stores report every change; the reports must be the same and
 	// must add up to the state.

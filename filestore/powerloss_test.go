@@ -3,308 +3,21 @@ package filestore
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/natsd/natsd/filestore/powerfs"
 )
 
-// plFS is a test double of the OS page cache: file contents become durable
-// only at File.Sync and names (creations, renames, removals) only at SyncDir.
-// cut returns the file system a power failure would leave behind.
-//
-// A sync is not instantaneous: it snapshots what has been written when it
-// starts, takes a while (syncDelay), and only then makes that snapshot
-// durable. Writes that complete while it runs are not covered by it, which is
-// what a real fsync guarantees and no more. onSync, if set, runs in the
-// middle of every sync (after the snapshot, before it is durable); tests cut
-// power from there to hit the moment a batch is in flight.
-type plFS struct {
-	mu      sync.Mutex
-	names   map[string]*plInode
-	durable map[string]*plInode
-
-	ngen     uint64            // bumped by every name change
-	dirGen   map[string]uint64 // ngen of the newest SyncDir applied, per dir
-	syncing  int               // syncs in progress
-	overlaps int               // writes that completed while a sync was in progress
-	onSync   func()
-	delayRng *rand.Rand
-}
-
-type plInode struct {
-	data      []byte
-	synced    []byte
-	gen       uint64 // bumped by every write and truncate
-	syncedGen uint64
-}
-
-type plFile struct {
-	fs *plFS
-	in *plInode
-}
-
-// syncDelay models how long a sync takes; called with p.mu held.
-func (p *plFS) syncDelay() time.Duration {
-	return time.Duration(p.delayRng.Intn(100)) * time.Microsecond
-}
-
-// beginSync registers a sync in progress and returns its hook; p.mu held.
-func (p *plFS) beginSync() (time.Duration, func()) {
-	p.syncing++
-	return p.syncDelay(), p.onSync
-}
-
-func (p *plFS) midSync(d time.Duration, hook func()) {
-	if d > 0 {
-		time.Sleep(d)
-	}
-	if hook != nil {
-		hook()
-	}
-}
-
-func (p *plFS) setOnSync(f func()) {
-	p.mu.Lock()
-	p.onSync = f
-	p.mu.Unlock()
-}
-
-// cutAtSync arranges for power to be cut in the middle of the k-th sync
-// from now. The function it returns stops that and hands over the file
-// system the cut left, cutting power there and then if no k-th sync came
-// (during reports which).
-func (p *plFS) cutAtSync(rng *rand.Rand, k int) func() (fs *plFS, during bool) {
-	var mu sync.Mutex
-	var cut *plFS
-	var n atomic.Int32
-	p.setOnSync(func() {
-		if n.Add(1) == int32(k) {
-			mu.Lock()
-			cut = p.cut(rng)
-			mu.Unlock()
-		}
-	})
-	return func() (*plFS, bool) {
-		p.setOnSync(nil)
-		mu.Lock()
-		defer mu.Unlock()
-		if cut != nil {
-			return cut, true
-		}
-		return p.cut(rng), false
-	}
-}
-
-func newPLFS() *plFS {
-	return &plFS{names: map[string]*plInode{}, durable: map[string]*plInode{}, dirGen: map[string]uint64{},
-		delayRng: rand.New(rand.NewSource(time.Now().UnixNano()))}
-}
-
-func (p *plFS) MkdirAll(string) error { return nil }
-
-func (p *plFS) OpenFile(name string, create bool) (File, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	in := p.names[name]
-	if in == nil {
-		if !create {
-			return nil, os.ErrNotExist
-		}
-		in = &plInode{}
-		p.names[name] = in
-		p.ngen++
-	}
-	return &plFile{p, in}, nil
-}
-
-func (p *plFS) ReadDir(dir string) ([]string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []string
-	for n := range p.names {
-		if filepath.Dir(n) == dir {
-			out = append(out, filepath.Base(n))
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-func (p *plFS) Remove(name string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.names[name] == nil {
-		return os.ErrNotExist
-	}
-	delete(p.names, name)
-	p.ngen++
-	return nil
-}
-
-func (p *plFS) Rename(o, n string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	in := p.names[o]
-	if in == nil {
-		return os.ErrNotExist
-	}
-	delete(p.names, o)
-	p.names[n] = in
-	p.ngen++
-	return nil
-}
-
-func (p *plFS) SyncDir(dir string) error {
-	p.mu.Lock()
-	gen := p.ngen
-	snap := map[string]*plInode{}
-	for n, in := range p.names {
-		if filepath.Dir(n) == dir {
-			snap[n] = in
-		}
-	}
-	d, hook := p.beginSync()
-	p.mu.Unlock()
-	p.midSync(d, hook)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.syncing--
-	if gen < p.dirGen[dir] {
-		return nil // a sync that started later has already finished
-	}
-	p.dirGen[dir] = gen
-	for n := range p.durable {
-		if filepath.Dir(n) == dir && snap[n] == nil {
-			delete(p.durable, n)
-		}
-	}
-	for n, in := range snap {
-		p.durable[n] = in
-	}
-	return nil
-}
-
-// cut simulates a power failure: durable names with their synced contents,
-// plus, at random, a torn prefix of what was written but not synced.
-func (p *plFS) cut(rng *rand.Rand) *plFS {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	q := newPLFS()
-	for n, in := range p.durable {
-		d := append([]byte(nil), in.synced...)
-		if len(in.data) >= len(d) && rng.Intn(2) == 0 {
-			// Part of what was written since the last sync reached the disk:
-			// a random prefix of the changed region, starting at the first
-			// byte that differs (an append, or an overwrite in place of a
-			// preallocated file).
-			i := 0
-			for i < len(d) && d[i] == in.data[i] {
-				i++
-			}
-			extra := in.data[i:]
-			k := 0
-			if len(extra) > 0 {
-				k = rng.Intn(len(extra) + 1)
-			}
-			if i+k > len(d) {
-				d = append(d, make([]byte, i+k-len(d))...)
-			}
-			copy(d[i:], extra[:k])
-			if k > 0 && rng.Intn(2) == 0 {
-				// Sectors that reached the disk out of order: the end of the
-				// prefix still holds the old contents (zeros past the old end).
-				z := rng.Intn(k) + 1
-				for j := i + k - z; j < i+k; j++ {
-					if j < len(in.synced) {
-						d[j] = in.synced[j]
-					} else {
-						d[j] = 0
-					}
-				}
-			}
-		}
-		nin := &plInode{data: d, synced: append([]byte(nil), d...)}
-		q.names[n] = nin
-		q.durable[n] = nin
-	}
-	return q
-}
-
-func (f *plFile) ReadAt(b []byte, off int64) (int, error) {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
-	if off >= int64(len(f.in.data)) {
-		return 0, io.EOF
-	}
-	n := copy(b, f.in.data[off:])
-	if n < len(b) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func (f *plFile) WriteAt(b []byte, off int64) (int, error) {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
-	if end := off + int64(len(b)); end > int64(len(f.in.data)) {
-		f.in.data = append(f.in.data, make([]byte, end-int64(len(f.in.data)))...)
-	}
-	copy(f.in.data[off:], b)
-	f.in.gen++
-	if f.fs.syncing > 0 {
-		f.fs.overlaps++
-	}
-	return len(b), nil
-}
-
-func (f *plFile) Sync() error {
-	p := f.fs
-	p.mu.Lock()
-	gen := f.in.gen
-	snap := append([]byte(nil), f.in.data...)
-	d, hook := p.beginSync()
-	p.mu.Unlock()
-	p.midSync(d, hook)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.syncing--
-	if gen >= f.in.syncedGen {
-		f.in.synced, f.in.syncedGen = snap, gen
-	}
-	return nil
-}
-
-// Datasync is modelled exactly as Sync: the double has no metadata apart
-// from names, which only SyncDir makes durable.
-func (f *plFile) Datasync() error { return f.Sync() }
-
-func (f *plFile) Truncate(n int64) error {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
-	if n < int64(len(f.in.data)) {
-		f.in.data = f.in.data[:n]
-	} else {
-		f.in.data = append(f.in.data, make([]byte, n-int64(len(f.in.data)))...)
-	}
-	f.in.gen++
-	return nil
-}
-
-func (f *plFile) Size() (int64, error) {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
-	return int64(len(f.in.data)), nil
-}
-
-func (f *plFile) Close() error { return nil }
+// The power-loss double of the page cache is filestore/powerfs (file contents
+// durable only at File.Sync, names only at SyncDir; Cut returns what a power
+// failure leaves).
 
 type plAck struct {
 	subj string
@@ -370,7 +83,7 @@ func TestPowerLoss(t *testing.T) {
 				growBlocks(t, 1<<10) // blocks of 1, 2, 4 and then 8 KB
 			}
 			rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-			fsys := newPLFS()
+			fsys := powerfs.New()
 			cfg := Config{Dir: "/store", FS: fsys, BlockSize: 8 << 10, Logf: quietLog}
 			if variant != "plain" {
 				cfg.Compress, cfg.EncryptionKey = true, []byte("k")
@@ -390,7 +103,7 @@ func TestPowerLoss(t *testing.T) {
 				time.Sleep(time.Duration(5+rng.Intn(25)) * time.Millisecond)
 				// Everything acknowledged before this point must survive.
 				mu.Lock()
-				next := fsys.cut(rng)
+				next := fsys.Cut(rng)
 				snapshot := make(map[uint64]plAck, len(acked))
 				for k, v := range acked {
 					snapshot[k] = v
@@ -418,7 +131,7 @@ func TestPowerLoss(t *testing.T) {
 // before the blocks ahead of it are synced makes this fail.
 func TestPowerLossPeriodic(t *testing.T) {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	fsys := newPLFS()
+	fsys := powerfs.New()
 	cfg := Config{Dir: "/store", BlockSize: 4 << 10, SyncInterval: time.Hour, Logf: quietLog}
 	var written [][]byte // written[i] is seq i+1
 	survived := 0
@@ -444,7 +157,7 @@ func TestPowerLossPeriodic(t *testing.T) {
 		survived += int(st.LastSeq)
 		written = written[:st.LastSeq]
 
-		cutNow := fsys.cutAtSync(rand.New(rand.NewSource(rng.Int63())), 1+rng.Intn(16))
+		cutNow := fsys.CutAtSync(rand.New(rand.NewSource(rng.Int63())), 1+rng.Intn(16))
 		for i, n := 0, 300+rng.Intn(300); i < n; i++ {
 			data := []byte(fmt.Sprintf("%d-%d-%0*d", round, i, rng.Intn(120), 0))
 			seq, _, err := s.StoreMsg("pp", nil, data)
@@ -478,7 +191,7 @@ func TestPowerLossInFlight(t *testing.T) {
 				growBlocks(t, 1<<10) // blocks of 1, 2 and then 4 KB
 			}
 			rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-			fsys := newPLFS()
+			fsys := powerfs.New()
 			cfg := Config{Dir: "/store", FS: fsys, BlockSize: 4 << 10, Logf: quietLog}
 			if variant != "plain" {
 				cfg.Compress, cfg.EncryptionKey = true, []byte("k")
@@ -495,7 +208,7 @@ func TestPowerLossInFlight(t *testing.T) {
 
 				var mu sync.Mutex // guards acked and the cut, so a cut sees a consistent ack set
 				acked := map[uint64]plAck{}
-				var next *plFS
+				var next *powerfs.FS
 				var snapshot map[uint64]plAck
 				cutRng := rand.New(rand.NewSource(rng.Int63()))
 				cutAt := int32(1 + rng.Intn(60))
@@ -507,14 +220,14 @@ func TestPowerLossInFlight(t *testing.T) {
 					if next != nil {
 						return
 					}
-					next = fsys.cut(cutRng)
+					next = fsys.Cut(cutRng)
 					snapshot = make(map[uint64]plAck, len(acked))
 					for k, v := range acked {
 						snapshot[k] = v
 					}
 					close(cutDone)
 				}
-				fsys.setOnSync(func() {
+				fsys.SetOnSync(func() {
 					if nsync.Add(1) == cutAt {
 						doCut()
 					}
@@ -558,9 +271,7 @@ func TestPowerLossInFlight(t *testing.T) {
 				close(stop)
 				wg.Wait()
 				s.Stop()
-				fsys.mu.Lock()
-				overlaps += fsys.overlaps
-				fsys.mu.Unlock()
+				overlaps += fsys.Overlaps()
 				for k, v := range snapshot {
 					must[k] = v
 				}
@@ -593,7 +304,7 @@ func TestPowerLossTruncate(t *testing.T) {
 		rounds = n // a longer soak
 	}
 	for round := 0; round < rounds; round++ {
-		fsys := newPLFS()
+		fsys := powerfs.New()
 		cfg := Config{Dir: "/store", FS: fsys, BlockSize: 2 << 10, Compress: round%2 == 1, Logf: quietLog}
 		s, err := Open(cfg)
 		if err != nil {
@@ -630,7 +341,7 @@ func TestPowerLossTruncate(t *testing.T) {
 		}
 
 		cutAt := 1 + rng.Intn(12)
-		cutNow := fsys.cutAtSync(rand.New(rand.NewSource(rng.Int63())), cutAt)
+		cutNow := fsys.CutAtSync(rand.New(rand.NewSource(rng.Int63())), cutAt)
 		err = s.Truncate(at)
 		cut, during := cutNow()
 		acked := !during && err == nil

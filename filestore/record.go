@@ -22,14 +22,22 @@ import (
 //	21 u16  subject length
 //	23 u32  header length
 //	27      subject, headers, payload
+//
+// A message without headers (kind 1) has no header length field: its subject starts at 23.
+// A message with headers is kind 7 on disk; both parse as kindMsg. That makes every
+// message record one byte longer than nats-server's, so the sizes limits and state count
+// are nats-server's (storedSize).
+//
 //	len-8   u64 HighwayHash-64 of bytes [4, len-8)
 //
 // The length is outside the checksum so that a scan can skip a damaged
 // record whose length field survived and carry on with the next one.
 const (
 	recHdrLen = 27
+	msgHdrLen = 23 // a message without headers
 	recSumLen = 8
 	recMin    = recHdrLen + recSumLen
+	recMinAny = msgHdrLen + 1 + recSumLen // the shortest record of any kind
 	recMax    = 64 << 20
 
 	kindMsg   = 1 // a message
@@ -38,6 +46,7 @@ const (
 	kindFloor = 4 // every seq below seq was removed (purge, compact, limits)
 	kindGap   = 5 // seqs [seq, ts] were removed with their block
 	kindTrunc = 6 // records before this one for seqs after seq are void (Truncate)
+	kindHMsg  = 7 // on disk: a message with headers (parsed as kindMsg)
 
 	kindVoid = 0 // recovery's mark for a record a later truncation voided; never on disk
 
@@ -53,6 +62,18 @@ func recSum(b []byte) uint64 { return highwayhash.Sum64(b, hwKey) }
 // encodeRecord builds a record with seq and ts left for patchRecord, so that
 // the copy of the caller's bytes happens on the caller's goroutine.
 func encodeRecord(kind byte, subj string, hdr, msg []byte) []byte {
+	if kind == kindMsg && len(hdr) == 0 {
+		n := msgHdrLen + len(subj) + len(msg) + recSumLen
+		b := make([]byte, n)
+		binary.LittleEndian.PutUint32(b[0:], uint32(n))
+		b[4] = kindMsg
+		binary.LittleEndian.PutUint16(b[21:], uint16(len(subj)))
+		copy(b[msgHdrLen+copy(b[msgHdrLen:], subj):], msg)
+		return b
+	}
+	if kind == kindMsg {
+		kind = kindHMsg
+	}
 	n := recHdrLen + len(subj) + len(hdr) + len(msg) + recSumLen
 	b := make([]byte, n)
 	binary.LittleEndian.PutUint32(b[0:], uint32(n))
@@ -96,19 +117,25 @@ type recView struct {
 // headerSane rejects most garbage before the checksum is computed, which
 // keeps byte-by-byte resynchronisation over a damaged region cheap.
 func headerSane(b []byte) (int, bool) {
-	if len(b) < recMin {
+	if len(b) < recMinAny {
 		return 0, false
 	}
 	n := int(binary.LittleEndian.Uint32(b))
-	if n < recMin || n > recMax || n > len(b) || b[4] < kindMsg || b[4] > kindTrunc {
+	if n < recMinAny || n > recMax || n > len(b) || b[4] < kindMsg || b[4] > kindHMsg {
 		return 0, false
 	}
 	sl := int(binary.LittleEndian.Uint16(b[21:]))
+	if b[4] == kindMsg {
+		return n, sl > 0 && sl <= n-msgHdrLen-recSumLen
+	}
+	if n < recMin {
+		return 0, false
+	}
 	hl := int(binary.LittleEndian.Uint32(b[23:]))
 	if sl+hl > n-recMin || hl < 0 {
 		return 0, false
 	}
-	if b[4] == kindMsg && sl == 0 {
+	if b[4] == kindHMsg && sl == 0 {
 		return 0, false
 	}
 	return n, true
@@ -124,12 +151,20 @@ func parseRecord(b []byte) (recView, int, bool) {
 		return recView{}, 0, false
 	}
 	sl := int(binary.LittleEndian.Uint16(b[21:]))
-	hl := int(binary.LittleEndian.Uint32(b[23:]))
 	r := recView{
 		kind: b[4],
 		seq:  binary.LittleEndian.Uint64(b[5:]),
 		ts:   int64(binary.LittleEndian.Uint64(b[13:])),
 	}
+	if r.kind == kindMsg {
+		r.subj = b[msgHdrLen : msgHdrLen+sl]
+		r.msg = b[msgHdrLen+sl : n-recSumLen]
+		return r, n, true
+	}
+	if r.kind == kindHMsg {
+		r.kind = kindMsg
+	}
+	hl := int(binary.LittleEndian.Uint32(b[23:]))
 	p := recHdrLen
 	r.subj = b[p : p+sl]
 	p += sl
@@ -197,11 +232,11 @@ func (c *cryptor) appendFrame(dst, rec []byte) []byte {
 // openFrame decodes the frame at the start of b, returning the plaintext
 // record and the frame length.
 func (c *cryptor) openFrame(b []byte) ([]byte, int, bool) {
-	if len(b) < frameHdr+recMin+c.aead.Overhead() {
+	if len(b) < frameHdr+recMinAny+c.aead.Overhead() {
 		return nil, 0, false
 	}
 	n := int(binary.LittleEndian.Uint32(b))
-	if n < frameHdr+recMin+c.aead.Overhead() || n > len(b) || n > recMax+64 {
+	if n < frameHdr+recMinAny+c.aead.Overhead() || n > len(b) || n > recMax+64 {
 		return nil, 0, false
 	}
 	p, err := c.open(b[4:n])
@@ -274,7 +309,7 @@ func scanBlock(data []byte, c *cryptor, subjs *subjTable) scanResult {
 			continue
 		}
 		found := -1
-		for p := off + 1; p < nz && p+recMin <= len(data); p++ {
+		for p := off + 1; p < nz && p+recMinAny <= len(data); p++ {
 			rv2, n2, ok2 := decodeAt(data[p:], c)
 			if ok2 && plausible(rv2, lastSeq) {
 				found = p
@@ -309,7 +344,7 @@ func decodeAt(b []byte, c *cryptor) (recView, int, bool) {
 		return recView{}, 0, false
 	}
 	// Cheap length check first: AEAD open on every byte offset is costly.
-	if n := int(binary.LittleEndian.Uint32(b)); n < frameHdr+recMin || n > len(b) {
+	if n := int(binary.LittleEndian.Uint32(b)); n < frameHdr+recMinAny || n > len(b) {
 		return recView{}, 0, false
 	}
 	p, n, ok := c.openFrame(b)

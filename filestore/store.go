@@ -23,6 +23,11 @@ type Store interface {
 	StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error))
 	// StoreMsg is the blocking form of StoreAsync.
 	StoreMsg(subj string, hdr, msg []byte) (seq uint64, ts int64, err error)
+	// StoreAt stores a message at seq, stamped ts (a restored snapshot, a mirror, a
+	// replica): the sequences between the last one and seq are skipped, and a seq at or
+	// below the last fails with ErrSeqOrder. Stamps never go back: one earlier than the
+	// newest so far is raised to it. It blocks until the record is durable.
+	StoreAt(seq uint64, ts int64, subj string, hdr, msg []byte) error
 	// SkipMsgs consumes n sequence numbers without storing messages.
 	SkipMsgs(n uint64) (first uint64, err error)
 	LoadMsg(seq uint64) (*StoredMsg, error)
@@ -191,9 +196,12 @@ type State struct {
 	FirstTS  int64 // the first message's stamp; 0 with no messages
 	// LastTS is the stamp of the newest message stored, even once it is
 	// removed or purged (nats-server's last_ts); 0 if none ever was.
-	LastTS   int64
-	Deleted  uint64 // interior gaps between FirstSeq and LastSeq
-	Subjects map[string]uint64
+	LastTS  int64
+	Deleted uint64 // interior gaps between FirstSeq and LastSeq
+	// NumSubjects counts the distinct subjects held (FastState too); Subjects, from State
+	// only, maps each to its message count.
+	NumSubjects int
+	Subjects    map[string]uint64
 }
 
 // SimpleState is what FilteredState reports; First and Last are 0 when no
@@ -263,6 +271,7 @@ var (
 	ErrFailed         = errors.New("filestore: store failed after a write error")
 	ErrBusy           = errors.New("filestore: too many pending writes")
 	ErrTooManyResults = errors.New("filestore: too many matching results for request")
+	ErrSeqOrder       = errors.New("filestore: sequence at or below the last one")
 )
 
 // matchesAll reports whether a filter selects every message.
@@ -348,8 +357,17 @@ func lastListed(seqs []uint64, upTo uint64) uint64 {
 	return seqs[i-1]
 }
 
-// storedSize is the byte cost a message counts against MaxBytes; it mirrors
-// the on-disk record so that limits track disk use.
+// storedSize is the byte cost a file-store message counts against MaxBytes and in State:
+// nats-server's (its record's length), which is natsd's record less one byte, so that
+// limits and reported sizes are the same as with nats-server and still track disk use.
 func storedSize(subj string, hdr, msg []byte) uint64 {
-	return uint64(recHdrLen + len(subj) + len(hdr) + len(msg) + recSumLen)
+	if len(hdr) == 0 {
+		return uint64(msgHdrLen + len(subj) + len(msg) + recSumLen - 1)
+	}
+	return uint64(recHdrLen + len(subj) + len(hdr) + len(msg) + recSumLen - 1)
+}
+
+// memSize is a memory-store message's cost, as nats-server's memory store counts it.
+func memSize(subj string, hdr, msg []byte) uint64 {
+	return uint64(len(subj) + len(hdr) + len(msg) + 16)
 }

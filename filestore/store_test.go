@@ -25,6 +25,15 @@ type storeKind struct {
 
 func quietLog(string, ...any) {}
 
+// sizeIn is what a message counts for in a store of kind k (nats-server's sizes: the
+// memory store's differ from the file store's).
+func sizeIn(k storeKind, subj string, hdr, msg []byte) uint64 {
+	if k.name == "mem" {
+		return memSize(subj, hdr, msg)
+	}
+	return storedSize(subj, hdr, msg)
+}
+
 func fileCfg(dir string, lim Limits) Config {
 	return Config{Dir: dir, BlockSize: 4096, Limits: lim, Logf: quietLog}
 }
@@ -281,7 +290,7 @@ func TestLimits(t *testing.T) {
 			}
 		})
 		t.Run("maxbytes", func(t *testing.T) {
-			sz := int64(storedSize("x", nil, []byte("m")))
+			sz := int64(sizeIn(k, "x", nil, []byte("m")))
 			s := k.open(t, t.TempDir(), Limits{MaxBytes: 5 * sz})
 			defer s.Stop()
 			for i := 0; i < 50; i++ {
@@ -1412,7 +1421,7 @@ func TestPurgeEx(t *testing.T) {
 			var w watcher
 			s.RegisterStorageUpdates(w.update)
 			w.take()
-			size := func(seq uint64) int64 { return int64(storedSize(subjects[(seq-1)%3], nil, []byte("x"))) }
+			size := func(seq uint64) int64 { return int64(sizeIn(k, subjects[(seq-1)%3], nil, []byte("x"))) }
 			n, err := s.PurgeEx(c.filter, c.below, c.keep)
 			if err != nil || n != c.removed {
 				t.Fatalf("%s: removed %d, %v; want %d", name, n, err, c.removed)
@@ -1540,6 +1549,63 @@ func TestSubjectCopied(t *testing.T) {
 		}
 		if m, err := s.LoadLastMsg("orders.new"); err != nil || m.Seq != 1 {
 			t.Fatalf("LoadLastMsg: %+v, %v", m, err)
+		}
+	})
+}
+
+// StoreAt keeps the given sequences (skipping the gaps) and stamps, refuses going back,
+// and survives a reopen as any message does.
+func TestStoreAt(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		dir := t.TempDir()
+		s := k.open(t, dir, Limits{})
+		base := time.Now().Add(-time.Hour).UnixNano()
+		steps := []struct {
+			seq  uint64
+			ts   int64
+			subj string
+			err  error
+		}{
+			{5, base, "a", nil},
+			{6, base + 10, "b", nil},
+			{6, base + 20, "b", ErrSeqOrder},
+			{3, base + 20, "c", ErrSeqOrder},
+			{100, base + 5, "c", nil}, // an earlier stamp is raised to the newest
+			{0, base, "d", ErrSeqOrder},
+		}
+		for _, st := range steps {
+			if err := s.StoreAt(st.seq, st.ts, st.subj, nil, []byte(st.subj)); err != st.err {
+				t.Fatalf("StoreAt(%d) = %v, want %v", st.seq, err, st.err)
+			}
+		}
+		check := func(s Store) {
+			t.Helper()
+			st := s.FastState()
+			if st.Msgs != 3 || st.FirstSeq != 5 || st.LastSeq != 100 || st.Deleted != 93 {
+				t.Fatalf("state %+v", st)
+			}
+			for _, w := range []struct {
+				seq uint64
+				ts  int64
+			}{{5, base}, {6, base + 10}, {100, base + 10}} {
+				m, err := s.LoadMsg(w.seq)
+				if err != nil || m.TS != w.ts {
+					t.Fatalf("load %d: %+v %v, want ts %d", w.seq, m, err, w.ts)
+				}
+			}
+			if seq := mustStore(t, s, "e", "e"); seq != 101 {
+				t.Fatalf("next store got seq %d", seq)
+			}
+		}
+		check(s)
+		if k.name == "mem" {
+			return
+		}
+		s.Stop()
+		s = k.open(t, dir, Limits{})
+		defer s.Stop()
+		if _, err := s.LoadMsg(101); err != nil {
+			t.Fatalf("after reopen: %v", err)
 		}
 	})
 }

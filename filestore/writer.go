@@ -485,13 +485,25 @@ func (s *FileStore) apply(o *op) {
 			o.err = ErrMaxMsgsPerSubj
 			return
 		}
+		if o.at != 0 && o.at <= s.last {
+			o.err = ErrSeqOrder
+			return
+		}
 		if ss == nil {
 			// The caller's string may share memory it reuses (a zero-copy
 			// parser's buffer); the index keeps its own copy.
 			ss = s.newSubj(strings.Clone(o.subj))
 		}
-		seq := s.last + 1
 		ts := stampNow()
+		if o.at != 0 {
+			// Storing at a sequence (a restore, a mirror, a replica): the
+			// sequences before it are skipped, and its time is the given one.
+			ts = o.ats
+			if gap := o.at - s.last - 1; gap > 0 {
+				s.skip(gap, max(ts, s.lastTS))
+			}
+		}
+		seq := s.last + 1
 		// Expiry walks from the front; it needs timestamps that never go back.
 		if ts < s.lastTS {
 			ts = s.lastTS
@@ -519,21 +531,7 @@ func (s *FileStore) apply(o *op) {
 		s.enforce(ss)
 	case opSkip:
 		first := s.last + 1
-		// Skips move State's LastTS, as nats-server's do; the stamp is kept in
-		// the record for recovery.
-		s.lastTS = max(stampNow(), s.lastTS)
-		for i := uint64(0); i < o.n; i++ {
-			seq := s.last + 1
-			b := s.blockFor(seq, 0)
-			rec := appendMarker(nil, kindSkip, seq, s.lastTS)
-			off, n := s.emit(rec)
-			b.ents = append(b.ents, ent{off: off, slen: n})
-			s.last = seq
-			s.lastEntTS = 0
-		}
-		if s.msgs == 0 {
-			s.first = s.last + 1
-		}
+		s.skip(o.n, max(stampNow(), s.lastTS))
 		o.rseq = first
 	case opRemove:
 		first := s.first
@@ -601,6 +599,24 @@ func (s *FileStore) apply(o *op) {
 // purgeEx removes the messages matching filter below seq below (0: no
 // bound), oldest first, leaving the newest keep of all that match; one
 // tombstone each.
+// skip consumes n sequences with skip records stamped ts. Skips move State's LastTS, as
+// nats-server's do; the stamp is kept in the record for recovery.
+func (s *FileStore) skip(n uint64, ts int64) {
+	s.lastTS = ts
+	for i := uint64(0); i < n; i++ {
+		seq := s.last + 1
+		b := s.blockFor(seq, 0)
+		rec := appendMarker(nil, kindSkip, seq, s.lastTS)
+		off, sz := s.emit(rec)
+		b.ents = append(b.ents, ent{off: off, slen: sz})
+		s.last = seq
+		s.lastEntTS = 0
+	}
+	if s.msgs == 0 {
+		s.first = s.last + 1
+	}
+}
+
 func (s *FileStore) purgeEx(filter string, below, keep uint64) uint64 {
 	if filter == "" {
 		filter = ">" // keep on everything: rare enough to go subject by subject

@@ -122,6 +122,19 @@ func (a *Account) HasInterest(subject string) bool {
 	return len(res.Plain)+len(res.Queues) > 0
 }
 
+// HasSubscriber reports whether a non-queue subscription on exactly subject (not a wildcard
+// that covers it) exists: a client that subscribed its own inbox, as opposed to its
+// response multiplexer's "_INBOX.x.*" that only takes replies it is waiting for.
+func (a *Account) HasSubscriber(subject string) bool {
+	res := a.subs.Match([]byte(subject))
+	for _, s := range res.Plain {
+		if s.subject == subject {
+			return true
+		}
+	}
+	return false
+}
+
 // NumConnections is the number of client connections bound to the account.
 func (a *Account) NumConnections() int { return int(a.conns.Load()) }
 

@@ -150,10 +150,27 @@ func (ic *InternalClient) Inline(subject, queue string, fn func(m *Msg)) (*Subsc
 // Worker subscribes with a handler that runs on this client's worker goroutine, one message
 // at a time in the order they were delivered, with its own copy of each.
 func (ic *InternalClient) Worker(subject, queue string, fn func(m *WorkMsg)) (*Subscription, error) {
-	return ic.subscribe(ic.c.acc, subject, queue, func(r *reactor, from *client, op *parser.Op, _ int) bool {
-		r.queueWork(&ic.work, fn, from, op)
+	return ic.subscribe(ic.c.acc, subject, queue, func(r *reactor, from *client, op *parser.Op, depth int) bool {
+		q := &ic.work
+		if q.limited && !q.admit(len(op.Msg)) {
+			m := &r.hmsg[depth]
+			*m = Msg{Subject: op.Subject, Reply: op.Reply, Hdr: op.HdrLen, Data: op.Msg, from: from}
+			q.full(m)
+			*m = Msg{}
+			return true
+		}
+		r.queueWork(q, fn, from, op)
 		return true
 	})
+}
+
+// SetWorkLimit bounds what waits for the client's worker (messages queued and not yet
+// handled): past msgs messages or bytes bytes of message data, a message is not copied but
+// handed to full, on the publisher's reactor with its bytes borrowed (a JetStream stream
+// answers 429 to its publisher). Set it before subscribing.
+func (ic *InternalClient) SetWorkLimit(msgs int, bytes int64, full func(m *Msg)) {
+	q := &ic.work
+	q.limited, q.maxMsgs, q.maxBytes, q.full = true, int64(msgs), bytes, full
 }
 
 // subscribe places an internal subscription in acc (normally the client's own).
@@ -191,6 +208,23 @@ type workQueue struct {
 	items   []workItem
 	running bool
 	done    bool
+
+	// An optional bound (SetWorkLimit) on messages copied and not yet handled, counted by
+	// the reactors that admit them and the worker that finishes them.
+	limited           bool
+	maxMsgs, maxBytes int64
+	qMsgs, qBytes     atomic.Int64
+	full              func(*Msg)
+}
+
+// admit counts a message of n bytes in, or reports false when the queue is full.
+func (q *workQueue) admit(n int) bool {
+	if q.qMsgs.Load() >= q.maxMsgs || q.qBytes.Load()+int64(n) > q.maxBytes {
+		return false
+	}
+	q.qMsgs.Add(1)
+	q.qBytes.Add(int64(n))
+	return true
 }
 
 type workItem struct {
@@ -259,7 +293,13 @@ func (q *workQueue) run() {
 		}
 		q.mu.Unlock()
 		for i := range items {
-			items[i].fn(&items[i].m)
+			it := &items[i]
+			it.fn(&it.m)
+			if q.limited {
+				q.qMsgs.Add(-1)
+				q.qBytes.Add(-int64(len(it.m.Hdr) + len(it.m.Data)))
+			}
+			*it = workItem{}
 		}
 	}
 }

@@ -6,7 +6,7 @@
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-conns perf-conns-tls soak
+.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-js perf-conns perf-conns-tls soak
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -33,6 +33,12 @@ perf-tls: perf-tools
 # The same three headline scenarios with the real `nats bench` CLI as load generator.
 perf-natscli: build nats-server nats-cli
 	bash perf/scripts/natscli-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats $(or $(ROUNDS),5)
+
+# JetStream with the real `nats bench js` as load generator: natsd vs nats-server (lazy default)
+# vs nats-server with sync_interval: always; async/sync file, memory, 100 streams. Under 10 minutes.
+# ROUNDS=3 by default; MSGS=N fixes the message count of every run (else calibrated to ~3 s).
+perf-js: build nats-server nats-cli
+	ROUNDS=$(or $(ROUNDS),3) MSGS=$(MSGS) bash perf/scripts/natscli-js-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats
 
 # Idle-connection rig: RSS per connection, accept rate and PING latency, natsd (both engines)
 # and nats-server in one run. CONNS=15000 by default.

@@ -488,9 +488,8 @@ var unsupportedTopLevel = map[string]bool{
 	"trace_headers": true, "prof_block_rate": true,
 	"default_sentinel": true, "ocsp": true, "ocsp_cache": true,
 	"resolver_tls": true, "resolver_preload": true, "resolver_pinned_accounts": true,
-	"default_js_domain": true, "jetstream": true, "store_dir": true, "storedir": true,
+	"default_js_domain": true, "mqtt": true,
 	"cluster": true, "gateway": true, "leafnodes": true, "leaf": true, "websocket": true, "ws": true,
-	"mqtt": true,
 }
 
 // Keys whose whole purpose is to authenticate clients: ignoring them would start the server
@@ -736,6 +735,10 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 					p.fail(e.tk, "unknown engine %q (gnet, netpoll)", s)
 				}
 			}
+		case "jetstream":
+			p.jetStream(o, e)
+		case "store_dir", "storedir":
+			p.storeDir(o, e)
 		case "reactors":
 			if n, ok := p.intRange(e, 0, 1024); ok {
 				o.Reactors = n

@@ -291,9 +291,8 @@ func (p *cfgParser) msgTrace(acc *AccountConfig, e entry) {
 }
 
 // accountJetStream parses an account's `jetstream`: a boolean, enabled/disabled, or a map
-// of limits. JetStream itself is not built, so the key is reported as not supported.
+// of limits.
 func (p *cfgParser) accountJetStream(acc *AccountConfig, e entry) {
-	p.unsupported(e.tk, "accounts."+acc.Name+"."+e.key)
 	dynamic := AccountJetStream{-1, -1, -1, -1, -1, -1, -1, false, ""}
 	switch v := e.v.(type) {
 	case bool:

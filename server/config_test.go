@@ -121,9 +121,11 @@ func TestConfigProductionFile(t *testing.T) {
 		len(tc.CipherSuites) != 2 || len(tc.CurvePreferences) != 2 || tc.ClientAuth != tls.NoClientCert {
 		t.Fatalf("tls config = %+v", tc)
 	}
-	if len(rep.Unsupported) != 1 || !strings.Contains(rep.Unsupported[0], `"jetstream"`) ||
-		!strings.Contains(rep.Unsupported[0], "nats-server.conf:5") {
+	if len(rep.Unsupported) != 0 {
 		t.Errorf("unsupported = %q", rep.Unsupported)
+	}
+	if !o.JetStream || o.StoreDir != "/var/lib/nats" || o.JetStreamMaxMemory != 1e9 || o.JetStreamMaxStore != 1e10 {
+		t.Errorf("jetstream = %v %q %d %d", o.JetStream, o.StoreDir, o.JetStreamMaxMemory, o.JetStreamMaxStore)
 	}
 }
 
@@ -268,7 +270,7 @@ server_tags: ["a"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"jetstream", "cluster", "gateway", "leafnodes", "websocket", "mqtt", "server_tags"}
+	want := []string{"cluster", "gateway", "leafnodes", "websocket", "mqtt", "server_tags"}
 	if len(rep.Unsupported) != len(want) {
 		t.Fatalf("unsupported = %q", rep.Unsupported)
 	}

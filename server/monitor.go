@@ -392,6 +392,7 @@ func (s *Server) Varz() *Varz {
 	}
 	v.CPU, v.Mem = s.procUsage(now)
 	v.SystemAccount = s.sysAccountName()
+	v.JetStream = s.jsVarz()
 	v.AuthRequired = authRequired(o)
 	v.TLSRequired, v.TLSVerify, _ = tlsInfo(o)
 	return v
@@ -946,6 +947,9 @@ func (s *Server) accountInfo(name string) (*AccountInfo, error) {
 	if !ok {
 		return nil, fmt.Errorf("Account %s does not exist", name)
 	}
+	if j := s.JetStream(); j != nil {
+		ai.JetStream = j.Enabled(name)
+	}
 	return ai, nil
 }
 
@@ -1015,37 +1019,6 @@ type JSzOptions struct {
 // request, or one meant only for a leader.
 var errSkip = errors.New("filtered response")
 
-// Jsz gathers /jsz and JSZ. JetStream is not enabled: with LeaderOnly nobody here answers.
-func (s *Server) Jsz(q *JSzOptions) (*JSInfo, error) {
-	if q != nil && q.LeaderOnly {
-		return nil, fmt.Errorf("%w: not leader", errSkip)
-	}
-	return &JSInfo{ID: s.id, Now: time.Now().UTC(), Disabled: true}, nil
-}
-
-// JszAccount is $SYS.REQ.ACCOUNT.<acc>.JSZ: one account's JetStream detail (nats-server's
-// AccountDetail once JetStream exists; the nil it returns now is sent as "data": null).
-func (s *Server) JszAccount(*JSzOptions) (*JSInfo, error) {
-	return nil, errors.New("jetstream not enabled")
-}
-
-func (s *Server) handleJsz(w http.ResponseWriter, r *http.Request) {
-	s.mon.count(jszPath)
-	for _, p := range []string{"accounts", "streams", "consumers", "config", "leader-only", "raft", "stream-leader-only", "direct-consumers"} {
-		if _, ok := qBool(w, r, p); !ok {
-			return
-		}
-	}
-	for _, p := range []string{"offset", "limit"} {
-		if _, ok := qInt(w, r, p); !ok {
-			return
-		}
-	}
-	// leader-only on HTTP still answers: only $SYS skips servers that are not the leader.
-	js, _ := s.Jsz(nil)
-	writeJSON(w, http.StatusOK, js, true)
-}
-
 // HealthzOptions are /healthz's query parameters and HEALTHZ's request body.
 type HealthzOptions struct {
 	JSEnabled     bool   `json:"js-enabled,omitempty"` // deprecated: JSEnabledOnly
@@ -1056,33 +1029,6 @@ type HealthzOptions struct {
 	Stream        string `json:"stream,omitempty"`
 	Consumer      string `json:"consumer,omitempty"`
 	Details       bool   `json:"details,omitempty"`
-}
-
-// healthz checks the server's health; StatusCode is the HTTP status the answer stands for.
-func (s *Server) healthz(q *HealthzOptions) *HealthStatus {
-	if q == nil {
-		q = &HealthzOptions{}
-	}
-	hs := &HealthStatus{Status: "ok", StatusCode: http.StatusOK}
-	fail := func(code int, typ HealthzErrorType, msg string) {
-		hs.StatusCode = code
-		hs.Status = "error"
-		if q.Details {
-			hs.Errors = append(hs.Errors, HealthzError{Type: typ, Error: msg})
-		} else {
-			hs.Error = msg
-		}
-	}
-	switch {
-	case q.Account == "" && q.Stream != "":
-		fail(http.StatusBadRequest, HealthzErrorBadRequest, `"account" must not be empty when checking stream health`)
-	case q.Stream == "" && q.Consumer != "":
-		fail(http.StatusBadRequest, HealthzErrorBadRequest, `"stream" must not be empty when checking consumer health`)
-	case !s.isRunning():
-		fail(http.StatusInternalServerError, HealthzErrorConn, "server not ready for connections")
-	}
-	// JetStream is not enabled, so every JetStream check passes as nats-server's does then.
-	return hs
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {

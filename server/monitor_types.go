@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/natsd/natsd/js"
 )
 
 // The JSON shapes of nats-server v2.15.2's monitoring endpoints (tests compare the key sets).
@@ -163,10 +165,13 @@ type WebsocketOptsVarz struct {
 	Compression      bool          `json:"compression,omitempty"`
 }
 
-// JetStreamVarz is /varz "jetstream" (empty while JetStream is off).
+// JetStreamVarz is /varz "jetstream" (empty while JetStream is off) and STATSZ's
+// "jetstream". nats-server's also has "meta", the Raft meta group's state, which a server
+// that is not clustered (natsd) never has: the field is left out rather than always nil.
 type JetStreamVarz struct {
 	Config *JetStreamConfig `json:"config,omitempty"`
 	Stats  *JetStreamStats  `json:"stats,omitempty"`
+	Limits *JSLimitOpts     `json:"limits,omitempty"`
 }
 
 // KindCounts are per-connection-kind counters (slow_consumer_stats, stale_connection_stats).
@@ -464,21 +469,69 @@ type JetStreamStats struct {
 	API            JetStreamAPIStats `json:"api"`
 }
 
-// JSInfo is /jsz.
+// JSLimitOpts are the server-wide JetStream caps (jetstream { limits {} }), as /varz and
+// /jsz show them.
+type JSLimitOpts struct {
+	MaxRequestBatch           int           `json:"max_request_batch,omitempty"`
+	MaxAckPending             int           `json:"max_ack_pending,omitempty"`
+	MaxHAAssets               int           `json:"max_ha_assets,omitempty"`
+	Duplicates                time.Duration `json:"max_duplicate_window,omitempty"`
+	MaxBatchInflightPerStream int           `json:"max_batch_inflight_per_stream,omitempty"`
+	MaxBatchInflightTotal     int           `json:"max_batch_inflight_total,omitempty"`
+	MaxBatchSize              int           `json:"max_batch_size,omitempty"`
+	MaxBatchTimeout           time.Duration `json:"max_batch_timeout,omitempty"`
+	DefaultMaxConsumers       int           `json:"default_max_consumers,omitempty"`
+}
+
+// JSInfo is /jsz and JSZ's data. nats-server's also has "meta_cluster", which only a
+// clustered server has.
 type JSInfo struct {
 	JetStreamStats
-	ID              string          `json:"server_id"`
-	Now             time.Time       `json:"now"`
-	Disabled        bool            `json:"disabled,omitempty"`
-	Config          JetStreamConfig `json:"config"`
-	Streams         int             `json:"streams"`
-	StreamsLeader   int             `json:"streams_leader,omitempty"`
-	Consumers       int             `json:"consumers"`
-	ConsumersLeader int             `json:"consumers_leader,omitempty"`
-	Messages        uint64          `json:"messages"`
-	Bytes           uint64          `json:"bytes"`
-	AccountDetails  []any           `json:"account_details,omitempty"`
-	Total           int             `json:"total"`
+	ID              string           `json:"server_id"`
+	Now             time.Time        `json:"now"`
+	Disabled        bool             `json:"disabled,omitempty"`
+	Config          JetStreamConfig  `json:"config"`
+	Limits          *JSLimitOpts     `json:"limits,omitempty"`
+	Streams         int              `json:"streams"`
+	StreamsLeader   int              `json:"streams_leader,omitempty"`
+	Consumers       int              `json:"consumers"`
+	ConsumersLeader int              `json:"consumers_leader,omitempty"`
+	Messages        uint64           `json:"messages"`
+	Bytes           uint64           `json:"bytes"`
+	AccountDetails  []*AccountDetail `json:"account_details,omitempty"`
+	Total           int              `json:"total"`
+}
+
+// AccountDetail is one account in /jsz account_details, and $SYS.REQ.ACCOUNT.<acc>.JSZ's
+// data. Id is the account's name, Name its JWT name tag when it has one.
+type AccountDetail struct {
+	Name string `json:"name"`
+	Id   string `json:"id"`
+	JetStreamStats
+	Streams []StreamDetail `json:"stream_detail,omitempty"`
+}
+
+// StreamDetail is one stream of an AccountDetail (config only when asked for). natsd has no
+// consumers yet, so consumer_detail stays empty; a server that is not clustered has no Raft
+// groups to name.
+type StreamDetail struct {
+	Name               string                 `json:"name"`
+	Created            time.Time              `json:"created"`
+	Cluster            *js.ClusterInfo        `json:"cluster,omitempty"`
+	Config             *js.StreamConfig       `json:"config,omitempty"`
+	State              js.StreamState         `json:"state,omitempty"`
+	Consumer           []json.RawMessage      `json:"consumer_detail,omitempty"`
+	DirectConsumer     []json.RawMessage      `json:"direct_consumer_detail,omitempty"`
+	Mirror             *js.StreamSourceInfo   `json:"mirror,omitempty"`
+	Sources            []*js.StreamSourceInfo `json:"sources,omitempty"`
+	RaftGroup          string                 `json:"stream_raft_group,omitempty"`
+	ConsumerRaftGroups []*RaftGroupDetail     `json:"consumer_raft_groups,omitempty"`
+}
+
+// RaftGroupDetail names a consumer's Raft group.
+type RaftGroupDetail struct {
+	Name      string `json:"name"`
+	RaftGroup string `json:"raft_group,omitempty"`
 }
 
 // HealthStatus is /healthz.

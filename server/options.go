@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/natsd/natsd/auth"
+	"github.com/natsd/natsd/filestore"
 )
 
 // Defaults match nats-server v2.15.2.
@@ -133,8 +134,81 @@ type Options struct {
 	TLSHandshakeFirstFallback time.Duration
 	AllowNonTLS               bool
 
+	// JetStream (-js, the jetstream block). StoreDir is the directory nats-server would be
+	// given (-sd, store_dir): the server keeps its state in StoreDir/jetstream. "" picks
+	// nats-server's default (<os tmp>/nats). JetStreamMaxMemory / JetStreamMaxStore are
+	// max_memory_store / max_file_store (0: nats-server's defaults, from the machine).
+	// SyncInterval is sync_interval as written: 0 (unset, or "always": SyncAlways) keeps
+	// natsd's default of fsync before every acknowledgement; a duration opts out, as in
+	// nats-server, acknowledging after write(2) and syncing that often.
+	JetStream          bool
+	StoreDir           string
+	JetStreamMaxMemory int64
+	JetStreamMaxStore  int64
+	SyncInterval       time.Duration
+	SyncAlways         bool
+	JetStreamDomain    string
+	// JetStreamStrict is jetstream.strict (default true: unknown JSON fields in API requests
+	// are refused); JetStreamStrictSet says the file set it.
+	JetStreamStrict    bool
+	JetStreamStrictSet bool
+	// JetStreamMaxBufferedMsgs / JetStreamMaxBufferedSize bound each stream's ingest queue
+	// (max_buffered_msgs, max_buffered_size; 0: defaults).
+	JetStreamMaxBufferedMsgs int
+	JetStreamMaxBufferedSize int64
+	// JetStreamRequestQueueLimit is request_queue_limit (0: 10000).
+	JetStreamRequestQueueLimit int
+	// JetStreamLimits are the jetstream.limits caps (0: none).
+	JetStreamLimits JetStreamServerLimits
+	// JetStreamFS is the file system JetStream writes through (nil: the OS's). Tests set a
+	// double that loses what was not synced, to cut the power under a running server.
+	JetStreamFS filestore.FS
+	// JetStream keys natsd keeps but does not act on yet (start-up reports each as not
+	// supported), under nats-server's field names: unique_tag (lower-cased, trimmed),
+	// max_concurrent_io, key / ek / encryption_key, prev_key / prev_ek /
+	// prev_encryption_key, cipher ("chacha" or "aes"; "": nats-server's default, chacha),
+	// tpm {}, extension_hint, max_outstanding_catchup, info_queue_limit (0: the request
+	// queue's), meta_compact, meta_compact_size, meta_compact_sync.
+	JetStreamUniqueTag       string
+	JetStreamConcurrentIOs   int
+	JetStreamKey             string
+	JetStreamOldKey          string
+	JetStreamCipher          string
+	JetStreamTpm             JetStreamTPM
+	JetStreamExtHint         string
+	JetStreamMaxCatchup      int64
+	JetStreamInfoQueueLimit  int
+	JetStreamMetaCompact     uint64
+	JetStreamMetaCompactSize uint64
+	JetStreamMetaCompactSync bool
+
 	// NoSigs leaves signal handling to the embedder (tests).
 	NoSigs bool
+}
+
+// JetStreamServerLimits is jetstream { limits { ... } }: server-wide caps on what accounts'
+// streams and consumers may ask for (0: no cap).
+type JetStreamServerLimits struct {
+	MaxAckPending       int
+	MaxHAAssets         int
+	MaxRequestBatch     int
+	DuplicateWindow     time.Duration
+	DefaultMaxConsumers int
+	// limits { batch { ... } }: atomic batch publishing caps (max_inflight_per_stream,
+	// max_inflight_total, max_msgs, timeout).
+	MaxBatchInflightPerStream int
+	MaxBatchInflightTotal     int
+	MaxBatchSize              int
+	MaxBatchTimeout           time.Duration
+}
+
+// JetStreamTPM is jetstream { tpm { ... } }: the encryption key sealed in a TPM (kept, not
+// supported).
+type JetStreamTPM struct {
+	KeysFile    string
+	KeyPassword string
+	SrkPassword string
+	Pcr         int
 }
 
 // setDefaults fills zero fields with nats-server's defaults.

@@ -65,7 +65,24 @@ var reloadable = map[string]bool{
 	"Accounts": true, "Mappings": true, "SystemAccount": true,
 	"TLSConfig": true, "TLSTimeout": true, "TLSVerify": true, "TLSHandshakeFirst": true, "TLSPinnedCerts": true,
 	"TLSHandshakeFirstFallback": true,
+	// JetStream, with nats-server's rules (reloadRule): it may be switched on and off, the
+	// store only grow; the rest of the jetstream block is fixed (the default refusal), but
+	// fields natsd stores differently from nats-server are compared as nats-server sees them.
+	"JetStream": true, "StoreDir": true, "JetStreamMaxMemory": true, "JetStreamMaxStore": true,
+	"JetStreamLimits": true, "JetStreamMetaCompact": true, "JetStreamMetaCompactSize": true,
+	"JetStreamMetaCompactSync": true, "JetStreamConcurrentIOs": true, "JetStreamStrict": true,
+	"JetStreamStrictSet": true, "JetStreamRequestQueueLimit": true,
+	"JetStreamInfoQueueLimit": true, "JetStreamCipher": true,
 }
+
+// reloadNames are nats-server's names for fields natsd names differently, for the refusal.
+var reloadNames = map[string]string{
+	"JetStreamMaxBufferedMsgs": "StreamMaxBufferedMsgs",
+	"JetStreamMaxBufferedSize": "StreamMaxBufferedSize",
+}
+
+// reloadSecret fields are refused without their values (nats-server prints them).
+var reloadSecret = map[string]bool{"JetStreamKey": true, "JetStreamOldKey": true, "JetStreamTpm": true}
 
 // diffOptions lists the fields that differ, or fails with nats-server's text on the first
 // one that cannot be reloaded.
@@ -91,12 +108,23 @@ func diffOptions(old, new *Options) ([]string, error) {
 			continue
 		}
 		if !reloadable[f.Name] {
-			return nil, fmt.Errorf("config reload not supported for %s: old=%v, new=%v", f.Name, a.Interface(), b.Interface())
+			name := f.Name
+			if n, ok := reloadNames[name]; ok {
+				name = n
+			}
+			if reloadSecret[f.Name] {
+				return nil, fmt.Errorf("config reload not supported for %s: old=[REDACTED], new=[REDACTED]", name)
+			}
+			return nil, fmt.Errorf("config reload not supported for %s: old=%v, new=%v", name, a.Interface(), b.Interface())
 		}
 		if err := reloadRule(f.Name, old, new); err != nil {
 			return nil, err
 		}
 		changed = append(changed, f.Name)
+	}
+	// nats-server refuses these only once every field has been looked at.
+	if err := jetStreamReloadAfter(old, new); err != nil {
+		return nil, err
 	}
 	return changed, nil
 }
@@ -128,7 +156,117 @@ func reloadRule(field string, old, new *Options) error {
 		}
 		return fmt.Errorf("config reload not supported for %s: old=%v, new=%v", field, running, new.SystemAccount)
 	}
+	return jetStreamReloadRule(field, old, new)
+}
+
+// jetStreamReloadRule is nats-server's diffOptions for the JetStream fields. "Running" is
+// the old options' JetStream: changes to the store only matter while it is on.
+//   - JetStream may be switched on or off (jetstream, enabled: false, -js).
+//   - StoreDir may not change to another directory; to "" only when JetStream goes off.
+//   - Max memory / store (<= 0: from the machine) may grow; a fixed size may go back to the
+//     machine's only when JetStream goes off; they may not shrink or become fixed.
+//   - Limits and meta_compact* reload; max_concurrent_io may not change while JetStream
+//     is on, and keeps its running value while it is off.
+//   - Others are compared as nats-server stores them: strict (NoJetStreamStrict), the queue
+//     limits with their defaults filled in, the cipher by name.
+func jetStreamReloadRule(field string, old, new *Options) error {
+	running := old.JetStream
+	refuse := func(name string, a, b any) error {
+		return fmt.Errorf("config reload not supported for %s: old=%v, new=%v", name, a, b)
+	}
+	switch field {
+	case "StoreDir":
+		if running && new.StoreDir != "" {
+			return errors.New("config reload not supported for jetstream storage directory")
+		}
+	case "JetStreamMaxMemory", "JetStreamMaxStore":
+		if !running {
+			return nil
+		}
+		a, b := old.JetStreamMaxMemory, new.JetStreamMaxMemory
+		if field == "JetStreamMaxStore" {
+			a, b = old.JetStreamMaxStore, new.JetStreamMaxStore
+		}
+		switch fromSet, toSet := a > 0, b > 0; {
+		case !fromSet && !toSet, fromSet && toSet && b > a, fromSet && !toSet:
+			// Unchanged as nats-server sees it, grown, or deferred to jetStreamReloadAfter.
+		case !fromSet && toSet:
+			return errors.New("config reload not supported for jetstream dynamic max memory and store")
+		default:
+			return errors.New("config reload not supported for decreasing jetstream max memory and store")
+		}
+	case "JetStreamConcurrentIOs":
+		a, b := effConcurrentIOs(old), effConcurrentIOs(new)
+		if a != b && new.JetStream {
+			return refuse(field, a, b)
+		}
+		// While JetStream is off the running value stays.
+		new.JetStreamConcurrentIOs = old.JetStreamConcurrentIOs
+	case "JetStreamStrict", "JetStreamStrictSet":
+		if a, b := !effStrict(old), !effStrict(new); a != b {
+			return refuse("NoJetStreamStrict", a, b)
+		}
+	case "JetStreamRequestQueueLimit":
+		if a, b := effRequestQueueLimit(old), effRequestQueueLimit(new); a != b {
+			return refuse(field, a, b)
+		}
+	case "JetStreamInfoQueueLimit":
+		if a, b := effInfoQueueLimit(old), effInfoQueueLimit(new); a != b {
+			return refuse(field, a, b)
+		}
+	case "JetStreamCipher":
+		if a, b := cipherName(old.JetStreamCipher), cipherName(new.JetStreamCipher); a != b {
+			return refuse(field, a, b)
+		}
+	}
 	return nil
+}
+
+// jetStreamReloadAfter refuses, while JetStream stays on, a store directory or fixed store
+// size that went back to the defaults.
+func jetStreamReloadAfter(old, new *Options) error {
+	if !old.JetStream || !new.JetStream {
+		return nil
+	}
+	if (old.JetStreamMaxMemory > 0 && new.JetStreamMaxMemory <= 0) ||
+		(old.JetStreamMaxStore > 0 && new.JetStreamMaxStore <= 0) {
+		return errors.New("config reload not supported for jetstream max memory and max store")
+	}
+	if old.StoreDir != "" && new.StoreDir == "" {
+		return errors.New("config reload not supported for jetstream storage dir")
+	}
+	return nil
+}
+
+// The values nats-server compares at reload: its defaults filled in.
+func effStrict(o *Options) bool { return !o.JetStreamStrictSet || o.JetStreamStrict }
+
+func effConcurrentIOs(o *Options) int {
+	if o.JetStreamConcurrentIOs <= 0 {
+		return 4096
+	}
+	return o.JetStreamConcurrentIOs
+}
+
+func effRequestQueueLimit(o *Options) int {
+	if o.JetStreamRequestQueueLimit <= 0 {
+		return 10000
+	}
+	return o.JetStreamRequestQueueLimit
+}
+
+func effInfoQueueLimit(o *Options) int {
+	if o.JetStreamInfoQueueLimit <= 0 {
+		return effRequestQueueLimit(o)
+	}
+	return o.JetStreamInfoQueueLimit
+}
+
+func cipherName(c string) string {
+	if c == "aes" {
+		return "AES-GCM"
+	}
+	return "ChaCha20-Poly1305"
 }
 
 // Reload re-reads the config file and applies what changed; on error nothing is applied.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/natsd/natsd/js"
 	"github.com/natsd/natsd/loop"
 )
 
@@ -34,6 +35,7 @@ type info struct {
 	TLSVerify  bool   `json:"tls_verify,omitempty"`
 	TLSAvail   bool   `json:"tls_available,omitempty"`
 	MaxPayload int32  `json:"max_payload"`
+	JetStream  bool   `json:"jetstream,omitempty"`
 }
 
 // apiLevel is the JetStream API level nats-server 2.15 advertises (it does so even with
@@ -68,6 +70,7 @@ type Server struct {
 	ctl  clientControl
 
 	sys atomic.Pointer[sysState] // the $SYS layer while it runs (sys.go)
+	js  atomic.Pointer[js.JetStream]
 }
 
 // New validates opts and returns a server that is not yet listening.
@@ -191,6 +194,11 @@ func (s *Server) Start() error {
 	if err := eng.ConfigureAccounts(accountSpecs(o)); err != nil {
 		return err
 	}
+	s.eng = eng
+	// JetStream recovers its streams before the first client is accepted.
+	if err := s.startJetStream(); err != nil {
+		return err
+	}
 	// As nats-server: the pid file exists before the first client is accepted, so whatever
 	// waits for it (a supervisor, --signal) may act as soon as clients can connect.
 	if o.PidFile != "" {
@@ -202,9 +210,9 @@ func (s *Server) Start() error {
 		if o.PidFile != "" {
 			_ = os.Remove(o.PidFile)
 		}
+		s.stopJetStream()
 		return fmt.Errorf("error listening on port: %s:%d, %v", o.Host, o.Port, err)
 	}
-	s.eng = eng
 	s.setAccountSource(engineSource{s}, engineSource{s})
 	if sys != "" {
 		acc := eng.LookupAccount(sys)
@@ -255,9 +263,13 @@ func (s *Server) infoJSON(port int) (head, tail []byte) {
 		Headers:    true,
 		AuthReq:    authRequired(o),
 		MaxPayload: o.MaxPayload,
+		JetStream:  o.JetStream,
 	}.withTLS(o))
 	// Fields nats-server puts after client_id/client_ip, spliced in by the loop.
-	tail = fmt.Appendf(nil, `,"api_lvl":%d,"xkey":%q`, apiLevel, s.xkey)
+	if o.JetStream && o.JetStreamDomain != "" {
+		tail = fmt.Appendf(tail, `,"domain":%q`, o.JetStreamDomain)
+	}
+	tail = fmt.Appendf(tail, `,"api_lvl":%d,"xkey":%q`, apiLevel, s.xkey)
 	return head, tail
 }
 
@@ -276,6 +288,7 @@ func (s *Server) Shutdown() {
 	// $SYS first, as nats-server: its SHUTDOWN event leaves while the transport is up.
 	s.stopSys()
 	s.stopMonitoring()
+	s.stopJetStream()
 	s.eng.Stop()
 	s.removePortsFile()
 	if pf := s.getOpts().PidFile; pf != "" {

@@ -410,8 +410,14 @@ func (st *sysState) send(m *sysMsg) {
 	if si := m.si; si != nil {
 		st.seq++
 		*si = ServerInfo{
-			Name: st.name, Host: st.host, ID: st.id, Version: ServerVersion,
+			Name: st.name, Host: st.host, ID: st.id, Domain: st.s.jsDomain(), Version: ServerVersion,
 			Seq: st.seq, Time: time.Now().UTC(),
+		}
+		if st.s.JetStream() != nil {
+			// nats-server also sets BinaryStreamSnapshot and AccountNRG with JetStream on:
+			// both tell cluster peers how to replicate with it (snapshot format, where Raft
+			// traffic goes), which natsd, not clustered, does not do.
+			si.JetStream, si.Flags = true, JetStreamEnabled
 		}
 	}
 	var b []byte

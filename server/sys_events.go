@@ -162,6 +162,7 @@ func (s *Server) statsz() *ServerStatsMsg {
 	}
 	v.StalledClients = int64(st.StalledClients)
 	v.ActiveServers = 1 // this one; other servers are counted once routes exist
+	v.JetStream = s.jsStatsz()
 	return m
 }
 

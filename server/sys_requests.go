@@ -197,11 +197,11 @@ func (s *Server) sysFilterMatches(f *EventFilterOptions) bool {
 		(f.Cluster != "" && !strings.Contains(cluster, f.Cluster)) {
 		return false
 	}
-	// natsd has no server tags and no JetStream domain yet: any tag or domain filter excludes it.
-	if len(f.Tags) > 0 || f.Domain != "" {
+	// natsd has no server tags yet: any tag filter excludes it.
+	if len(f.Tags) > 0 {
 		return false
 	}
-	return true
+	return f.Domain == "" || f.Domain == s.jsDomain()
 }
 
 // ---- server endpoints

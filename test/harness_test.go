@@ -27,6 +27,8 @@ type Config struct {
 	PingInterval   time.Duration
 	MaxPingsOut    int
 	WriteDeadline  time.Duration
+	JetStream      bool
+	StoreDir       string // "" with JetStream = a fresh t.TempDir(); set to restart on the same store
 }
 
 // target is one server implementation under test.
@@ -110,9 +112,17 @@ func retryStart(t testing.TB, cfg Config, f func() error) {
 	}
 }
 
+// withStoreDir gives a JetStream cfg a fresh store directory when it names none.
+func withStoreDir(t testing.TB, cfg Config) Config {
+	if cfg.JetStream && cfg.StoreDir == "" {
+		cfg.StoreDir = t.TempDir()
+	}
+	return cfg
+}
+
 func startNatsServer(t *testing.T, cfg Config) (string, func()) {
 	t.Helper()
-	s := newNatsServer(t, cfg)
+	s := newNatsServer(t, withStoreDir(t, cfg))
 	return s.ClientURL(), func() {
 		s.Shutdown()
 		s.WaitForShutdown()
@@ -139,6 +149,8 @@ func newNatsServer(t testing.TB, cfg Config) *natsserver.Server {
 		PingInterval:   cfg.PingInterval,
 		MaxPingsOut:    cfg.MaxPingsOut,
 		WriteDeadline:  cfg.WriteDeadline,
+		JetStream:      cfg.JetStream,
+		StoreDir:       cfg.StoreDir,
 	}
 	var s *natsserver.Server
 	retryStart(t, cfg, func() error {
@@ -159,7 +171,7 @@ func newNatsServer(t testing.TB, cfg Config) *natsserver.Server {
 
 func startNatsd(t *testing.T, cfg Config) (string, func()) {
 	t.Helper()
-	s := newNatsd(t, cfg)
+	s := newNatsd(t, withStoreDir(t, cfg))
 	return s.ClientURL(), s.Shutdown
 }
 
@@ -183,6 +195,8 @@ func newNatsd(t testing.TB, cfg Config) *server.Server {
 		MaxPingsOut:    cfg.MaxPingsOut,
 		WriteDeadline:  cfg.WriteDeadline,
 		Engine:         os.Getenv("NATSD_ENGINE"), // "" = gnet
+		JetStream:      cfg.JetStream,
+		StoreDir:       cfg.StoreDir,
 	}
 	if cfg.MaxConn > 0 {
 		opts.MaxConn = cfg.MaxConn

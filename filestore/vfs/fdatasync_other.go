@@ -1,6 +1,6 @@
 //go:build !linux
 
-package filestore
+package vfs
 
 import "golang.org/x/sys/unix"
 

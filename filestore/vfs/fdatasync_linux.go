@@ -1,4 +1,4 @@
-package filestore
+package vfs
 
 import "golang.org/x/sys/unix"
 

@@ -1,0 +1,117 @@
+// Package vfs is the small file-system surface the file store (and JetStream's
+// stream metadata) is written through, and its implementation over the real
+// file system. It is its own package so that test doubles of it (see
+// filestore/powerfs) can be imported by other packages' tests without an
+// import cycle through filestore.
+package vfs
+
+import (
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// FS is the small file-system surface the file store uses. It exists so tests
+// can substitute a double of the OS page cache that drops everything not yet
+// fsync'd, which is how power loss is simulated.
+type FS interface {
+	MkdirAll(dir string) error
+	// OpenFile opens name read-write, creating it when create is set.
+	OpenFile(name string, create bool) (File, error)
+	ReadDir(dir string) ([]string, error)
+	Remove(name string) error
+	Rename(oldname, newname string) error
+	// SyncDir makes creations, renames and removals in dir durable.
+	SyncDir(dir string) error
+}
+
+// File is an open file. Writes are positional so that readers using ReadAt
+// never race with a file offset.
+type File interface {
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	Sync() error
+	// Datasync is fdatasync(2): the data and whatever metadata is needed to
+	// read it back (the size, when it grew), not timestamps.
+	Datasync() error
+	Truncate(size int64) error
+	Size() (int64, error)
+	Close() error
+}
+
+// OSFS is the real file system.
+type OSFS struct{}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Size() (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func (f osFile) Datasync() error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = fdatasync(int(fd))
+			if serr != unix.EINTR {
+				break
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+	}
+	return nil
+}
+
+func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o750) }
+
+func (OSFS) OpenFile(name string, create bool) (File, error) {
+	flag := os.O_RDWR
+	if create {
+		flag |= os.O_CREATE
+	}
+	f, err := os.OpenFile(name, flag, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (OSFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
+func (OSFS) Remove(name string) error             { return os.Remove(name) }
+func (OSFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+func (OSFS) SyncDir(dir string) error {
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,236 @@
+package js
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/natsd/natsd/loop"
+)
+
+// account is JetStream in one account: its streams, its limits and usage, and the internal
+// client that serves the API there.
+type account struct {
+	js      *JetStream
+	acc     *loop.Account
+	name    string
+	dir     string
+	enabled bool
+
+	api     *loop.InternalClient // API requests, on its worker goroutine
+	direct  *loop.InternalClient // direct gets, on another worker so they never wait behind the API
+	apiSubs []*loop.Subscription
+
+	mu      sync.RWMutex
+	lim     AccountLimits
+	streams map[string]*stream
+
+	memUsed, storeUsed         atomic.Int64
+	apiTotal, apiErrors        atomic.Uint64
+	memReserved, storeReserved int64 // under mu
+
+	lastResp []byte // the API worker's last reply, for the audit advisory
+}
+
+func newAccount(j *JetStream, acc *loop.Account, lim AccountLimits, enabled bool) *account {
+	a := &account{js: j, acc: acc, name: acc.Name, dir: j.accountDir(acc.Name), enabled: enabled,
+		lim: lim, streams: make(map[string]*stream)}
+	a.api = j.eng.NewInternalClient(loop.KindJetStream, acc, "JetStream API")
+	if enabled {
+		a.direct = j.eng.NewInternalClient(loop.KindJetStream, acc, "JetStream direct get")
+	}
+	return a
+}
+
+// serveAPI subscribes the API subjects (and their domain form).
+func (a *account) serveAPI() error {
+	subjects := []string{"$JS.API.>"}
+	if !a.enabled {
+		subjects = []string{"$JS.API.INFO"}
+	}
+	if d := a.js.cfg.Domain; d != "" {
+		n := len(subjects)
+		for _, s := range subjects[:n] {
+			subjects = append(subjects, "$JS."+d+".API."+strings.TrimPrefix(s, "$JS.API."))
+		}
+	}
+	for _, subj := range subjects {
+		sub, err := a.api.Worker(subj, "", a.handleAPI)
+		if err != nil {
+			return err
+		}
+		a.apiSubs = append(a.apiSubs, sub)
+	}
+	return nil
+}
+
+// recover opens every stream the account's directory holds.
+func (a *account) recover() error {
+	dir := filepath.Join(a.dir, "streams")
+	names, err := a.js.cfg.FS.ReadDir(dir)
+	if err != nil {
+		return nil // nothing stored yet
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".tmp") {
+			continue
+		}
+		cfg, created, err := readMeta(a.js.cfg.FS, filepath.Join(dir, n))
+		if err != nil {
+			a.js.warnf("  Error recovering stream %q in account %q: %v", n, a.name, err)
+			continue
+		}
+		t0 := time.Now()
+		s, err := openStream(a, cfg, created, false)
+		if err == nil {
+			err = s.start()
+		}
+		if err != nil {
+			a.js.warnf("  Error recovering stream %q in account %q: %v", n, a.name, err)
+			continue
+		}
+		a.mu.Lock()
+		a.streams[cfg.Name] = s
+		a.reserve(&cfg, 1)
+		a.mu.Unlock()
+		st := s.store.FastState()
+		a.js.noticef("  Restored %s messages for stream '%s > %s' in %v", comma(st.Msgs), a.name, cfg.Name,
+			time.Since(t0).Round(time.Millisecond))
+	}
+	return nil
+}
+
+func (a *account) stop() {
+	for _, sub := range a.apiSubs {
+		sub.Unsubscribe()
+	}
+	for _, s := range a.streamList() {
+		s.stop(false)
+	}
+	a.api.Close()
+	if a.direct != nil {
+		a.direct.Close()
+	}
+}
+
+func (a *account) streamList() []*stream {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]*stream, 0, len(a.streams))
+	for _, s := range a.streams {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].name < out[k].name })
+	return out
+}
+
+func (a *account) lookup(name string) *stream {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.streams[name]
+}
+
+// reserve adds (sign 1) or removes (-1) a stream's max_bytes from the reservations.
+func (a *account) reserve(cfg *StreamConfig, sign int64) {
+	if cfg.MaxBytes <= 0 {
+		return
+	}
+	n := sign * cfg.MaxBytes
+	if cfg.Storage == MemoryStorage {
+		a.memReserved += n
+		a.js.memReserved.Add(n)
+	} else {
+		a.storeReserved += n
+		a.js.storeReserved.Add(n)
+	}
+}
+
+// usage is the storage-update hook's view: bytes held by the account's streams.
+func (a *account) usage(st Storage, bytes int64) {
+	if st == MemoryStorage {
+		a.memUsed.Add(bytes)
+		a.js.memUsed.Add(bytes)
+	} else {
+		a.storeUsed.Add(bytes)
+		a.js.storeUsed.Add(bytes)
+	}
+}
+
+// limitsExceeded reports whether the account or the server has no room left for st.
+func (a *account) limitsExceeded(st Storage) *APIError {
+	a.mu.RLock()
+	lim := a.lim
+	a.mu.RUnlock()
+	j := a.js
+	if st == MemoryStorage {
+		if lim.MaxMemory >= 0 && a.memUsed.Load() > lim.MaxMemory {
+			return JSAccountResourcesExceededErr
+		}
+		if j.maxMem.Load() > 0 && j.memUsed.Load() > j.maxMem.Load() {
+			return JSInsufficientResourcesErr
+		}
+		return nil
+	}
+	if lim.MaxStore >= 0 && a.storeUsed.Load() > lim.MaxStore {
+		return JSAccountResourcesExceededErr
+	}
+	if j.maxStore.Load() > 0 && j.storeUsed.Load() > j.maxStore.Load() {
+		return JSInsufficientResourcesErr
+	}
+	return nil
+}
+
+// info is $JS.API.INFO's document.
+func (a *account) info() AccountStats {
+	a.mu.RLock()
+	lim := a.lim
+	n := len(a.streams)
+	mr, sr := a.memReserved, a.storeReserved
+	a.mu.RUnlock()
+	return AccountStats{
+		Memory: uint64(max(a.memUsed.Load(), 0)), Store: uint64(max(a.storeUsed.Load(), 0)),
+		ReservedMemory: uint64(max(mr, 0)), ReservedStore: uint64(max(sr, 0)),
+		Streams: n, Limits: lim, Domain: a.js.cfg.Domain,
+		API: apiStats{Level: APILevel, Total: a.apiTotal.Load(), Errors: a.apiErrors.Load()},
+	}
+}
+
+// respond publishes an API reply.
+func (a *account) respond(reply string, v any) {
+	if reply == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	a.lastResp = b
+	_ = a.api.Publish(reply, "", nil, b)
+}
+
+// respondErr publishes a failed call's reply and counts the error.
+func (a *account) respondErr(reply, typ string, e *APIError) {
+	a.apiErrors.Add(1)
+	a.js.apiErrors.Add(1)
+	if reply == "" {
+		return
+	}
+	b := marshalError(typ, e)
+	a.lastResp = b
+	_ = a.api.Publish(reply, "", nil, b)
+}
+
+// comma prints n with thousands separators, as nats-server's recovery lines do.
+func comma(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

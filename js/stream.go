@@ -1,0 +1,614 @@
+package js
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/natsd/natsd/filestore"
+	"github.com/natsd/natsd/loop"
+	"github.com/natsd/natsd/transform"
+)
+
+// stream is one stream: its store, the subscriptions that feed it, and the ingest state its
+// worker keeps.
+type stream struct {
+	a       *account
+	name    string
+	dir     string
+	store   filestore.Store
+	ic      *loop.InternalClient // ingest (its worker) and acknowledgements
+	created time.Time
+
+	cfg    atomic.Pointer[StreamConfig]
+	tr     atomic.Pointer[transform.Transform] // subject_transform
+	rp     atomic.Pointer[transform.Transform] // republish
+	pubAck []byte                              // `{"stream":"S","seq":` (with the domain when set)
+
+	smu  sync.Mutex // subscriptions
+	subs []*loop.Subscription
+	dsub []*loop.Subscription
+
+	// Ingest state, shared by the worker and the store's acknowledgements (imu). Messages
+	// are handed to the store without waiting; inflight counts those not yet acknowledged,
+	// and a check that needs the exact last sequence waits for it to reach zero (settle).
+	imu       sync.Mutex
+	settled   *sync.Cond
+	inflight  int
+	lseq      uint64
+	lmsgID    string
+	dd        map[string]ddEntry
+	ddq       []ddEntry
+	ddPending map[string]int
+
+	ttl *ttlWheel
+
+	closed atomic.Bool
+}
+
+type ddEntry struct {
+	id  string
+	seq uint64
+	ts  int64
+}
+
+// openStream opens (or, with create, makes) a stream's store; start subscribes it.
+func openStream(a *account, cfg StreamConfig, created time.Time, create bool) (*stream, error) {
+	return openStreamWith(a, cfg, created, create, a.js.cfg.SyncInterval)
+}
+
+func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool, syncEvery time.Duration) (*stream, error) {
+	j := a.js
+	s := &stream{a: a, name: cfg.Name, dir: filepath.Join(a.dir, "streams", cfg.Name), created: created,
+		dd: make(map[string]ddEntry), ddPending: make(map[string]int)}
+	s.settled = sync.NewCond(&s.imu)
+	if create {
+		if err := j.cfg.FS.MkdirAll(s.dir); err != nil {
+			return nil, err
+		}
+		if err := writeMeta(j.cfg.FS, s.dir, &cfg, created); err != nil {
+			return nil, err
+		}
+	}
+	lim := limitsOf(&cfg)
+	if cfg.Storage == MemoryStorage {
+		s.store = filestore.NewMemStore(lim)
+	} else {
+		fc := filestore.Config{Dir: s.dir, FS: j.cfg.FS, Limits: lim, Compress: cfg.Compression == S2Compression,
+			SyncInterval: syncEvery, MaxPending: 64 << 20,
+			Logf: func(f string, args ...any) {
+				j.warnf("JetStream stream '%s > %s': "+f, append([]any{a.name, cfg.Name}, args...)...)
+			}}
+		if cfg.PersistMode == AsyncPersist && fc.SyncInterval <= 0 {
+			fc.SyncInterval = 2 * time.Minute // nats-server's default interval for what opted out
+		}
+		fs, err := filestore.Open(fc)
+		if err != nil {
+			if create {
+				_ = removeAll(j.cfg.FS, s.dir)
+			}
+			return nil, err
+		}
+		s.store = fs
+	}
+	st := s.store.FastState()
+	if create && cfg.FirstSeq > 1 && st.LastSeq == 0 {
+		if _, err := s.store.SkipMsgs(cfg.FirstSeq - 1); err != nil {
+			s.store.Stop()
+			return nil, err
+		}
+		st = s.store.FastState()
+	}
+	s.lseq = st.LastSeq
+	s.store.RegisterStorageUpdates(func(msgs, bytes int64, seq uint64, subj string) { a.usage(cfg.Storage, bytes) })
+	if d := j.cfg.Domain; d != "" {
+		s.pubAck = []byte(`{"stream":` + strconv.Quote(cfg.Name) + `,"domain":` + strconv.Quote(d) + `,"seq":`)
+	} else {
+		s.pubAck = []byte(`{"stream":` + strconv.Quote(cfg.Name) + `,"seq":`)
+	}
+	s.ic = j.eng.NewInternalClient(loop.KindJetStream, a.acc, "JetStream stream "+cfg.Name)
+	s.ic.SetWorkLimit(j.cfg.MaxBufferedMsgs, j.cfg.MaxBufferedSize, s.queueFull)
+	s.setConfig(&cfg)
+	s.rebuildDedupe()
+	if cfg.AllowMsgTTL {
+		s.ttl = newTTLWheel(s)
+		s.ttl.recover()
+	}
+	return s, nil
+}
+
+// start subscribes a stream that openStream opened; until then it takes no messages.
+func (s *stream) start() error {
+	if err := s.subscribe(s.config()); err != nil {
+		s.stop(false)
+		return err
+	}
+	return nil
+}
+
+func limitsOf(cfg *StreamConfig) filestore.Limits {
+	l := filestore.Limits{MaxMsgs: cfg.MaxMsgs, MaxBytes: cfg.MaxBytes, MaxAge: cfg.MaxAge,
+		MaxMsgsPerSubject: cfg.MaxMsgsPer, MaxMsgSize: cfg.MaxMsgSize, DiscardNewPerSubject: cfg.DiscardNewPer}
+	if cfg.Discard == DiscardNew {
+		l.Discard = filestore.DiscardNew
+	}
+	return l
+}
+
+func (s *stream) config() *StreamConfig { return s.cfg.Load() }
+
+func (s *stream) setConfig(cfg *StreamConfig) {
+	c := *cfg
+	s.cfg.Store(&c)
+	s.tr.Store(nil)
+	if t := c.SubjectTransform; t != nil && t.Destination != "" {
+		if tr, err := transform.New(t.Source, t.Destination); err == nil {
+			s.tr.Store(tr)
+		}
+	}
+	s.rp.Store(nil)
+	if r := c.RePublish; r != nil {
+		if tr, err := transform.New(r.Source, r.Destination); err == nil {
+			s.rp.Store(tr)
+		}
+	}
+}
+
+// subscribe places the stream's interest in its subjects (and the direct-get subject when
+// allow_direct), replacing what it had.
+func (s *stream) subscribe(cfg *StreamConfig) error {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	for _, sub := range s.subs {
+		sub.Unsubscribe()
+	}
+	s.subs = s.subs[:0]
+	for _, subj := range cfg.Subjects {
+		sub, err := s.ic.Worker(subj, "", s.ingest)
+		if err != nil {
+			return err
+		}
+		s.subs = append(s.subs, sub)
+	}
+	for _, sub := range s.dsub {
+		sub.Unsubscribe()
+	}
+	s.dsub = s.dsub[:0]
+	if cfg.AllowDirect && s.a.direct != nil {
+		for _, subj := range []string{"$JS.API.DIRECT.GET." + s.name, "$JS.API.DIRECT.GET." + s.name + ".>"} {
+			sub, err := s.a.direct.Worker(subj, "_sys_", s.directGet)
+			if err != nil {
+				return err
+			}
+			s.dsub = append(s.dsub, sub)
+		}
+	}
+	return nil
+}
+
+// stop unsubscribes and stops the store; with remove it deletes the stream's files.
+func (s *stream) stop(remove bool) error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.smu.Lock()
+	for _, sub := range s.subs {
+		sub.Unsubscribe()
+	}
+	for _, sub := range s.dsub {
+		sub.Unsubscribe()
+	}
+	s.subs, s.dsub = nil, nil
+	s.smu.Unlock()
+	if s.ttl != nil {
+		s.ttl.stop()
+	}
+	s.imu.Lock()
+	for s.inflight > 0 {
+		s.settled.Wait()
+	}
+	s.imu.Unlock()
+	err := s.store.Stop()
+	s.ic.Close()
+	if remove {
+		st := s.config().Storage
+		if st == MemoryStorage {
+			s.a.usage(st, -int64(s.store.FastState().Bytes))
+		}
+		if err := removeAll(s.a.js.cfg.FS, s.dir); err != nil && st == FileStorage {
+			return err
+		}
+	}
+	return err
+}
+
+// queueFull answers a publisher whose message found the ingest queue full (on its reactor).
+func (s *stream) queueFull(m *loop.Msg) {
+	s.a.js.warnf("Dropping messages due to excessive stream ingest rate on '%s' > '%s': ingest queue full", s.a.name, s.name)
+	if len(m.Reply) == 0 || s.config().NoAck {
+		return
+	}
+	_ = s.ic.Publish(string(m.Reply), "", []byte("NATS/1.0 429 Too Many Requests\r\n\r\n"),
+		pubAckErr(s.name, JSStreamTooManyRequests))
+}
+
+func pubAckErr(stream string, e *APIError) []byte {
+	b, _ := jsonMarshal(pubAckError{Error: e, Stream: stream})
+	return b
+}
+
+// ingest checks one published message and hands it to the store; it runs on the stream's
+// worker, in publish order.
+func (s *stream) ingest(m *loop.WorkMsg) {
+	if s.closed.Load() {
+		return
+	}
+	cfg := s.config()
+	subject := m.Subject
+	if tr := s.tr.Load(); tr != nil {
+		if t, err := tr.Match(subject); err == nil {
+			subject = t
+		}
+	}
+	reply := m.Reply
+	if cfg.NoAck {
+		reply = ""
+	}
+	hdr, msg := m.Hdr, m.Data
+	fail := func(e *APIError) {
+		if reply != "" {
+			_ = s.ic.Publish(reply, "", nil, pubAckErr(s.name, e))
+		}
+	}
+	if strings.HasSuffix(reply, ".$FI") {
+		// Fast batch publish (allow_batched): accepted in a configuration, not served yet.
+		if !cfg.AllowBatchPublish {
+			fail(JSBatchPublishDisabledErr)
+		} else {
+			fail(JSStreamStoreFailedF.with("err", "fast batch publish is not supported by this server yet"))
+		}
+		return
+	}
+	if cfg.Sealed {
+		fail(JSStreamSealedErr)
+		return
+	}
+	if max := int(cfg.MaxMsgSize); max >= 0 && (len(hdr) > max || len(msg) > max-len(hdr)) {
+		fail(JSStreamMessageExceedsMaximumErr)
+		return
+	}
+	if len(hdr) > math.MaxUint16 {
+		fail(JSStreamHeaderExceedsMaximumErr)
+		return
+	}
+	var msgID, rollup string
+	var ttl int64
+	if len(hdr) > 0 {
+		if v, ok := header(hdr, hdrIncr); ok && len(v) > 0 {
+			fail(JSMessageIncrDisabledErr)
+			return
+		}
+		if v, ok := header(hdr, hdrBatchID); ok && len(v) > 0 {
+			fail(JSAtomicPublishDisabledErr)
+			return
+		}
+		if name := headerString(hdr, hdrExpectedStream); name != "" && name != cfg.Name {
+			fail(JSStreamNotMatchErr)
+			return
+		}
+		tv, hasTTL := header(hdr, hdrTTL)
+		var ttlOK, never bool
+		if hasTTL {
+			ttl, never, ttlOK = parseTTL(tv)
+			if ttlOK && (ttl != 0 || never) && !cfg.AllowMsgTTL {
+				fail(JSMessageTTLDisabledErr)
+				return
+			}
+		}
+		if v, ok := header(hdr, hdrExpectedLastSubjSeq); ok {
+			want := parseSeqHeader(v)
+			seqSubj := subject
+			if o := headerString(hdr, hdrExpectedLastSubjSubj); o != "" {
+				seqSubj = o
+			}
+			s.settle()
+			var have uint64
+			if sm, err := s.store.LoadLastMsg(seqSubj); err == nil {
+				have = sm.Seq
+			}
+			if have != want {
+				fail(JSStreamWrongLastSequenceErrF.with("seq", strconv.FormatUint(have, 10)))
+				return
+			}
+		} else if headerString(hdr, hdrExpectedLastSubjSubj) != "" {
+			fail(JSStreamExpectedLastSeqPerSubjectInvalid)
+			return
+		}
+		if v, ok := header(hdr, hdrExpectedLastSeq); ok {
+			want := parseSeqHeader(v)
+			if last := s.settledLastSeq(); last != want {
+				fail(JSStreamWrongLastSequenceErrF.with("seq", strconv.FormatUint(last, 10)))
+				return
+			}
+		}
+		if _, ok := header(hdr, hdrSchedule); ok {
+			fail(JSMessageSchedulesDisabledErr)
+			return
+		}
+		if _, ok := header(hdr, hdrScheduler); ok {
+			fail(JSMessageSchedulesSchedulerInvalidErr)
+			return
+		}
+		if _, ok := header(hdr, hdrStreamSource); ok {
+			fail(JSMessageSourceHdrNotAllowedErr)
+			return
+		}
+		if msgID = headerString(hdr, hdrMsgID); msgID != "" {
+			if seq := s.duplicate(msgID, cfg.Duplicates); seq > 0 {
+				if reply != "" {
+					b := append(append([]byte(nil), s.pubAck...), strconv.FormatUint(seq, 10)...)
+					_ = s.ic.Publish(reply, "", nil, append(b, `,"duplicate": true}`...))
+				}
+				return
+			}
+		}
+		if want := headerString(hdr, hdrExpectedLastMsgID); want != "" {
+			s.settle()
+			s.imu.Lock()
+			last := s.lmsgID
+			s.imu.Unlock()
+			if want != last {
+				fail(JSStreamWrongLastMsgIDErrF.with("id", last))
+				return
+			}
+		}
+		if rollup = headerString(hdr, hdrRollup); rollup != "" {
+			if !cfg.AllowRollup || cfg.DenyPurge {
+				fail(JSStreamRollupFailedF.withErr(errors.New("rollup not permitted")))
+				return
+			}
+			if rollup != rollupSubject && rollup != rollupAll {
+				fail(JSStreamRollupFailedF.withErr(errors.New("rollup value invalid: " + strconv.Quote(rollup))))
+				return
+			}
+		}
+		if hasTTL && !ttlOK {
+			fail(JSMessageTTLInvalidErr)
+			return
+		}
+	}
+	if e := s.a.limitsExceeded(cfg.Storage); e != nil {
+		fail(e)
+		return
+	}
+	if rollup != "" {
+		s.storeRollup(cfg, subject, reply, msgID, rollup, hdr, msg, ttl)
+		return
+	}
+	s.imu.Lock()
+	s.inflight++
+	if msgID != "" {
+		s.ddPending[msgID]++
+	}
+	s.imu.Unlock()
+	p := &pending{s: s, reply: reply, msgID: msgID, subject: subject, ttl: ttl}
+	if s.rp.Load() != nil {
+		p.hdr, p.msg = hdr, msg
+	}
+	s.store.StoreAsync(subject, hdr, msg, p.done)
+}
+
+// parseSeqHeader reads a sequence header as nats-server does: a bad number never matches.
+func parseSeqHeader(v []byte) uint64 {
+	n, err := strconv.ParseUint(string(v), 10, 64)
+	if err != nil {
+		return math.MaxUint64
+	}
+	return n
+}
+
+// pending is one message handed to the store and not yet acknowledged.
+type pending struct {
+	s            *stream
+	reply, msgID string
+	subject      string
+	ttl          int64
+	hdr, msg     []byte // kept only for republish
+}
+
+func (p *pending) done(seq uint64, ts int64, err error) {
+	s := p.s
+	s.imu.Lock()
+	s.inflight--
+	if p.msgID != "" {
+		if s.ddPending[p.msgID]--; s.ddPending[p.msgID] <= 0 {
+			delete(s.ddPending, p.msgID)
+		}
+	}
+	prev := s.lseq
+	if err == nil {
+		s.lseq = seq
+		s.lmsgID = p.msgID
+		if p.msgID != "" {
+			s.addDedupe(p.msgID, seq, ts)
+		}
+	}
+	if s.inflight == 0 {
+		s.settled.Broadcast()
+	}
+	s.imu.Unlock()
+	if err != nil {
+		if p.reply != "" {
+			_ = s.ic.Publish(p.reply, "", nil, pubAckErr(s.name, storeError(err)))
+		}
+		return
+	}
+	if p.ttl > 0 && s.ttl != nil {
+		s.ttl.add(seq, ts+p.ttl*int64(time.Second))
+	}
+	if p.reply != "" {
+		var buf [128]byte
+		b := append(append(buf[:0], s.pubAck...), strconv.FormatUint(seq, 10)...)
+		_ = s.ic.Publish(p.reply, "", nil, append(b, '}'))
+	}
+	if rp := s.rp.Load(); rp != nil {
+		s.republish(rp, p.subject, p.hdr, p.msg, seq, prev, ts)
+	}
+}
+
+// storeError maps a store's refusal to the API error a publisher gets.
+func storeError(err error) *APIError {
+	switch {
+	case errors.Is(err, filestore.ErrBusy):
+		return JSStreamTooManyRequests
+	case errors.Is(err, filestore.ErrMaxMsgSize):
+		return JSStreamMessageExceedsMaximumErr
+	}
+	return JSStreamStoreFailedF.withErr(err)
+}
+
+// settle waits until every message handed to the store has been acknowledged, so that the
+// store and lseq are exact.
+func (s *stream) settle() {
+	s.imu.Lock()
+	for s.inflight > 0 {
+		s.settled.Wait()
+	}
+	s.imu.Unlock()
+}
+
+func (s *stream) settledLastSeq() uint64 {
+	s.imu.Lock()
+	for s.inflight > 0 {
+		s.settled.Wait()
+	}
+	l := s.lseq
+	s.imu.Unlock()
+	return l
+}
+
+// storeRollup stores a roll-up message and then removes what it replaces: the subject's
+// earlier messages ("sub") or the whole stream's ("all").
+func (s *stream) storeRollup(cfg *StreamConfig, subject, reply, msgID, rollup string, hdr, msg []byte, ttl int64) {
+	s.settle()
+	prev := s.settledLastSeq()
+	seq, ts, err := s.store.StoreMsg(subject, hdr, msg)
+	if err != nil {
+		if reply != "" {
+			_ = s.ic.Publish(reply, "", nil, pubAckErr(s.name, storeError(err)))
+		}
+		return
+	}
+	if rollup == rollupSubject {
+		_, err = s.store.PurgeEx(subject, seq, 0)
+	} else {
+		_, err = s.store.Compact(seq)
+	}
+	if err != nil {
+		s.a.js.warnf("JetStream stream '%s > %s' roll-up purge failed: %v", s.a.name, s.name, err)
+	}
+	s.imu.Lock()
+	s.lseq = seq
+	s.lmsgID = msgID
+	if msgID != "" {
+		s.addDedupe(msgID, seq, ts)
+	}
+	s.imu.Unlock()
+	if ttl > 0 && s.ttl != nil {
+		s.ttl.add(seq, ts+ttl*int64(time.Second))
+	}
+	if reply != "" {
+		b := append(append([]byte(nil), s.pubAck...), strconv.FormatUint(seq, 10)...)
+		_ = s.ic.Publish(reply, "", nil, append(b, '}'))
+	}
+	if rp := s.rp.Load(); rp != nil {
+		s.republish(rp, subject, hdr, msg, seq, prev, ts)
+	}
+	_ = cfg
+}
+
+// duplicate returns the sequence of an earlier message with id inside the window, 0 if
+// there is none. A message with the same id still on its way to disk is waited for.
+func (s *stream) duplicate(id string, window time.Duration) uint64 {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	for {
+		if e, ok := s.dd[id]; ok && (window <= 0 || time.Now().UnixNano()-e.ts < int64(window)) {
+			return e.seq
+		}
+		if s.ddPending[id] == 0 {
+			return 0
+		}
+		s.settled.Wait()
+	}
+}
+
+// addDedupe records id (imu held) and forgets ids older than the window.
+func (s *stream) addDedupe(id string, seq uint64, ts int64) {
+	w := s.config().Duplicates
+	if w <= 0 {
+		return
+	}
+	s.dd[id] = ddEntry{id, seq, ts}
+	s.ddq = append(s.ddq, ddEntry{id, seq, ts})
+	cut := time.Now().UnixNano() - int64(w)
+	i := 0
+	for i < len(s.ddq) && s.ddq[i].ts < cut {
+		if e, ok := s.dd[s.ddq[i].id]; ok && e.seq == s.ddq[i].seq {
+			delete(s.dd, s.ddq[i].id)
+		}
+		i++
+	}
+	if i > 0 {
+		s.ddq = append(s.ddq[:0], s.ddq[i:]...)
+	}
+}
+
+// rebuildDedupe reads back the ids of the messages inside the duplicate window, so that a
+// restart does not let a retried publish in twice.
+func (s *stream) rebuildDedupe() {
+	cfg := s.config()
+	if cfg.Duplicates <= 0 {
+		return
+	}
+	start := s.store.GetSeqFromTime(time.Now().Add(-cfg.Duplicates))
+	last := s.store.FastState().LastSeq
+	for seq := start; seq != 0 && seq <= last; {
+		sm, err := s.store.LoadNextMsg("", seq)
+		if err != nil {
+			break
+		}
+		s.lmsgID = ""
+		if id := headerString(sm.Header, hdrMsgID); id != "" {
+			s.lmsgID = id
+			s.addDedupe(id, sm.Seq, sm.TS)
+		}
+		seq = sm.Seq + 1
+	}
+}
+
+// republish publishes a stored message to the republish destination with the stream's
+// headers (the body dropped when headers_only).
+func (s *stream) republish(rp *transform.Transform, subject string, hdr, msg []byte, seq, prev uint64, ts int64) {
+	dest, err := rp.Match(subject)
+	if err != nil {
+		return
+	}
+	cfg := s.config()
+	h := append([]byte(nil), hdr...)
+	h = appendHeader(h, "Nats-Stream", s.name)
+	h = appendHeader(h, "Nats-Subject", subject)
+	h = appendHeader(h, "Nats-Sequence", strconv.FormatUint(seq, 10))
+	h = appendHeader(h, "Nats-Time-Stamp", time.Unix(0, ts).UTC().Format(time.RFC3339Nano))
+	h = appendHeader(h, "Nats-Last-Sequence", strconv.FormatUint(prev, 10))
+	if cfg.RePublish.HeadersOnly {
+		h = appendHeader(h, "Nats-Msg-Size", strconv.Itoa(len(msg)))
+		msg = nil
+	}
+	_ = s.ic.Publish(dest, "", h, msg)
+}
