@@ -13,9 +13,9 @@ all: build
 build:
 	$(GO) build -o $(BIN)/natsd .
 
-# Client port 4222, monitoring on 8222. JetStream is not built yet (see README).
+# Client port 4222, monitoring on 8222, JetStream with its store in .data/ (STORE_DIR=... for another).
 run: build
-	./$(BIN)/natsd -p 4222 -m 8222
+	./$(BIN)/natsd -p 4222 -m 8222 -js -sd $(or $(STORE_DIR),.data)
 
 vet:
 	$(GO) vet ./...
@@ -36,7 +36,7 @@ test: build vet fmt-check nats-cli
 
 # Micro-benchmarks with allocation counts (parse, L1 match, publish→deliver, store).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./parser/ ./sublist/ ./loop/ ./outbound/ ./transform/ ./filestore/
+	$(GO) test -run '^$$' -bench . -benchmem ./parser/ ./sublist/ ./loop/ ./outbound/ ./transform/ ./filestore/ ./js/
 
 # Reference binaries come from the Go module proxy into a folder this Makefile owns.
 tools: nats-server nats-cli

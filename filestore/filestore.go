@@ -382,6 +382,11 @@ func Open(cfg Config) (*FileStore, error) {
 	if err := s.fs.MkdirAll(s.dir); err != nil {
 		return nil, err
 	}
+	// msgs/ may be new: its entry in the store's directory must be durable before any
+	// record in it is acknowledged.
+	if err := s.fs.SyncDir(cfg.Dir); err != nil {
+		return nil, err
+	}
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, err

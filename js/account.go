@@ -27,7 +27,8 @@ type account struct {
 	apiSubs []*loop.Subscription
 
 	mu      sync.RWMutex
-	lim     AccountLimits
+	lim     AccountLimits // under mu; a copy in limp for readers that may hold mu
+	limp    atomic.Pointer[AccountLimits]
 	streams map[string]*stream
 
 	memUsed, storeUsed         atomic.Int64
@@ -40,6 +41,7 @@ type account struct {
 func newAccount(j *JetStream, acc *loop.Account, lim AccountLimits, enabled bool) *account {
 	a := &account{js: j, acc: acc, name: acc.Name, dir: j.accountDir(acc.Name), enabled: enabled,
 		lim: lim, streams: make(map[string]*stream)}
+	a.limp.Store(&lim)
 	a.api = j.eng.NewInternalClient(loop.KindJetStream, acc, "JetStream API")
 	if enabled {
 		a.direct = j.eng.NewInternalClient(loop.KindJetStream, acc, "JetStream direct get")
@@ -162,11 +164,25 @@ func (a *account) usage(st Storage, bytes int64) {
 	}
 }
 
+// limits are the account's JetStream limits; safe whatever locks the caller holds.
+func (a *account) limits() AccountLimits {
+	if l := a.limp.Load(); l != nil {
+		return *l
+	}
+	return a.lim
+}
+
+// setLimits replaces them (a reload).
+func (a *account) setLimits(lim AccountLimits) {
+	a.mu.Lock()
+	a.lim = lim
+	a.limp.Store(&lim)
+	a.mu.Unlock()
+}
+
 // limitsExceeded reports whether the account or the server has no room left for st.
 func (a *account) limitsExceeded(st Storage) *APIError {
-	a.mu.RLock()
-	lim := a.lim
-	a.mu.RUnlock()
+	lim := a.limits()
 	j := a.js
 	if st == MemoryStorage {
 		if lim.MaxMemory >= 0 && a.memUsed.Load() > lim.MaxMemory {

@@ -276,9 +276,7 @@ func (a *account) checkConfig(in *StreamConfig, pedantic bool) (StreamConfig, *A
 			seen[subj] = true
 		}
 	}
-	a.mu.RLock()
-	lim := a.lim
-	a.mu.RUnlock()
+	lim := a.limits()
 	maxStream := lim.StoreMaxStreamBytes
 	if cfg.Storage == MemoryStorage {
 		maxStream = lim.MemoryMaxStreamBytes

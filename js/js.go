@@ -118,9 +118,7 @@ func (j *JetStream) EnableAccount(acc *loop.Account, lim AccountLimits) error {
 	}
 	if a := j.accounts[acc.Name]; a != nil {
 		j.mu.Unlock()
-		a.mu.Lock()
-		a.lim = lim
-		a.mu.Unlock()
+		a.setLimits(lim)
 		return nil
 	}
 	a := newAccount(j, acc, lim, true)

@@ -14,9 +14,12 @@ import (
 )
 
 // A stream's directory holds meta.inf (its configuration and creation time, as JSON) and
-// meta.sum (the hex SHA-256 of meta.inf), next to the store's msgs/. Both are replaced
-// atomically: written to a temporary name, synced, renamed, and the directory synced, so a
-// crash leaves the old or the new configuration, never a torn one.
+// meta.sum (the hex SHA-256 of meta.inf), next to the store's msgs/. An update writes and
+// syncs both under temporary names, then renames meta.inf and meta.sum into place and syncs
+// the directory. A crash between the two renames leaves the new meta.inf beside the old
+// meta.sum and the new one still under its temporary name: readMeta recognises that state
+// (meta.inf matches meta.sum.tmp) and finishes the update, so a crash leaves the old or the
+// new configuration, never none.
 
 type metaFile struct {
 	Created time.Time `json:"created"`
@@ -34,18 +37,23 @@ func writeMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Time
 		return err
 	}
 	sum := sha256.Sum256(b)
-	if err := writeAtomic(fs, dir, metaName, b); err != nil {
+	if err := writeSynced(fs, filepath.Join(dir, metaName+".tmp"), b); err != nil {
 		return err
 	}
-	if err := writeAtomic(fs, dir, sumName, []byte(hex.EncodeToString(sum[:]))); err != nil {
+	if err := writeSynced(fs, filepath.Join(dir, sumName+".tmp"), []byte(hex.EncodeToString(sum[:]))); err != nil {
+		return err
+	}
+	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
+		return err
+	}
+	if err := fs.Rename(filepath.Join(dir, sumName+".tmp"), filepath.Join(dir, sumName)); err != nil {
 		return err
 	}
 	return fs.SyncDir(dir)
 }
 
-func writeAtomic(fs filestore.FS, dir, name string, b []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := fs.OpenFile(tmp, true)
+func writeSynced(fs filestore.FS, name string, b []byte) error {
+	f, err := fs.OpenFile(name, true)
 	if err != nil {
 		return err
 	}
@@ -61,10 +69,7 @@ func writeAtomic(fs filestore.FS, dir, name string, b []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return fs.Rename(tmp, filepath.Join(dir, name))
+	return f.Close()
 }
 
 func readAll(fs filestore.FS, name string) ([]byte, error) {
@@ -93,9 +98,16 @@ func readMeta(fs filestore.FS, dir string) (StreamConfig, time.Time, error) {
 	if err != nil {
 		return StreamConfig{}, time.Time{}, err
 	}
-	sum := sha256.Sum256(b)
-	if hex.EncodeToString(sum[:]) != string(sb) {
-		return StreamConfig{}, time.Time{}, fmt.Errorf("stream metadata checksum mismatch")
+	sum := hex.EncodeToString(func() []byte { h := sha256.Sum256(b); return h[:] }())
+	if sum != string(sb) {
+		// An update cut between its two renames: the new checksum is still pending.
+		pend, err := readAll(fs, filepath.Join(dir, sumName+".tmp"))
+		if err != nil || string(pend) != sum {
+			return StreamConfig{}, time.Time{}, fmt.Errorf("stream metadata checksum mismatch")
+		}
+		if err := fs.Rename(filepath.Join(dir, sumName+".tmp"), filepath.Join(dir, sumName)); err == nil {
+			_ = fs.SyncDir(dir)
+		}
 	}
 	var m metaFile
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -121,5 +133,25 @@ func removeAll(fs filestore.FS, dir string) error {
 			}
 		}
 	}
-	return fs.Remove(dir)
+	if err := fs.Remove(dir); err != nil {
+		return err
+	}
+	// The removal is durable only once the parent directory is.
+	return fs.SyncDir(filepath.Dir(dir))
+}
+
+// mkdirDurable makes dir and syncs its parents up to and including top, so that a new
+// directory entry survives a power cut.
+func mkdirDurable(fs filestore.FS, dir, top string) error {
+	if err := fs.MkdirAll(dir); err != nil {
+		return err
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		if err := fs.SyncDir(d); err != nil {
+			return err
+		}
+		if d == top || d == filepath.Dir(d) || len(d) < len(top) {
+			return nil
+		}
+	}
 }

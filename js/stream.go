@@ -68,7 +68,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		dd: make(map[string]ddEntry), ddPending: make(map[string]int)}
 	s.settled = sync.NewCond(&s.imu)
 	if create {
-		if err := j.cfg.FS.MkdirAll(s.dir); err != nil {
+		if err := mkdirDurable(j.cfg.FS, s.dir, filepath.Dir(j.cfg.Dir)); err != nil {
 			return nil, err
 		}
 		if err := writeMeta(j.cfg.FS, s.dir, &cfg, created); err != nil {

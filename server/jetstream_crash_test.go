@@ -509,14 +509,6 @@ func TestJetStreamPowerCutLazy(t *testing.T) {
 	t.Logf("lazy mode lost %d acked messages over %d cuts; %d restarts handed out an acked sequence again", lost, len(res), reused)
 }
 
-// reproOnly skips tests that reproduce known js/ bugs (they fail until those are fixed) unless
-// NATSD_JS_REPRO is set.
-func reproOnly(t *testing.T, bug string) {
-	if os.Getenv("NATSD_JS_REPRO") == "" {
-		t.Skip("reproduces a known js/ bug (set NATSD_JS_REPRO=1 to run): " + bug)
-	}
-}
-
 // TestJetStreamCrashDuringStreamUpdate crashes the server (a process crash: everything written
 // survives) in the middle of a stream update, at every sync it makes, and restarts it on what
 // is left: the stream must come back, with its old configuration or its new one, and its
@@ -524,7 +516,6 @@ func reproOnly(t *testing.T, bug string) {
 // (js/meta.go writeMeta), so a crash between the two renames leaves the new meta.inf beside
 // the old meta.sum, and recovery then skips the stream (checksum mismatch).
 func TestJetStreamCrashDuringStreamUpdate(t *testing.T) {
-	reproOnly(t, "a crash between writeMeta's two renames loses the stream")
 	storeDir := t.TempDir()
 	fs := powerfs.New()
 	s := startPowerServer(t, fs, storeDir, 0)
@@ -596,7 +587,6 @@ func TestJetStreamCrashDuringStreamUpdate(t *testing.T) {
 // the stream must stay deleted. js/meta.go removeAll unlinks the stream's files but never
 // syncs a directory, so the removals are not durable and the stream comes back.
 func TestJetStreamPowerCutAfterStreamDelete(t *testing.T) {
-	reproOnly(t, "a stream delete is not durable (no directory sync)")
 	storeDir := t.TempDir()
 	fs := powerfs.New()
 	s := startPowerServer(t, fs, storeDir, 0)
