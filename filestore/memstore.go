@@ -16,7 +16,7 @@ type MemStore struct {
 	mu       sync.RWMutex
 	sizeOf   func(subj string, hdr, msg []byte) uint64 // memSize; tests comparing with a file store swap it
 	lim      Limits
-	msgs     map[uint64]*memMsg
+	msgs     memIndex
 	subjects map[string]*subjState
 	first    uint64
 	last     uint64
@@ -33,10 +33,89 @@ type memMsg struct {
 	size uint64
 }
 
+// maxMemGap is the largest jump StoreAt may make in a memory store that holds messages.
+const maxMemGap = 1 << 22
+
+// memIndex holds the messages by sequence in fixed-size chunks over [base, end): stores fill
+// the last chunk, lookups index, removals clear a slot, and a chunk goes once it is empty and
+// first. Unlike a map it neither hashes nor allocates per message, and unlike one growing
+// slice it never copies what it holds.
+type memIndex struct {
+	base   uint64 // seq of chunks[0].slots[0]
+	end    uint64 // one past the last slot in use
+	chunks []*memChunk
+	n      int // live messages
+}
+
+const memChunkLen = 256
+
+type memChunk struct {
+	live  int
+	slots [memChunkLen]memMsg // Seq 0 marks an empty slot
+}
+
+func (x *memIndex) slot(seq uint64) *memMsg {
+	off := seq - x.base
+	return &x.chunks[off/memChunkLen].slots[off%memChunkLen]
+}
+
+func (x *memIndex) get(seq uint64) *memMsg {
+	if seq < x.base || seq >= x.end {
+		return nil
+	}
+	if m := x.slot(seq); m.m.Seq != 0 {
+		return m
+	}
+	return nil
+}
+
+// put stores m at seq, which is past every sequence held.
+func (x *memIndex) put(seq uint64, m memMsg) {
+	if x.n == 0 {
+		x.base, x.end, x.chunks = seq, seq, x.chunks[:0]
+	}
+	for need := (seq-x.base)/memChunkLen + 1; uint64(len(x.chunks)) < need; {
+		x.chunks = append(x.chunks, &memChunk{})
+	}
+	*x.slot(seq) = m
+	x.chunks[(seq-x.base)/memChunkLen].live++
+	x.end = seq + 1
+	x.n++
+}
+
+func (x *memIndex) del(seq uint64) {
+	m := x.get(seq)
+	if m == nil {
+		return
+	}
+	*m = memMsg{}
+	x.n--
+	x.chunks[(seq-x.base)/memChunkLen].live--
+	if x.n == 0 {
+		x.chunks, x.base, x.end = nil, 0, 0
+		return
+	}
+	// Drop emptied chunks at the front, so that a stream consumed from the front stays small,
+	for len(x.chunks) > 0 && x.chunks[0].live == 0 {
+		x.chunks[0] = nil
+		x.chunks = x.chunks[1:]
+		x.base += memChunkLen
+	}
+	// and pull end back over an emptied tail, so that the next store after a truncation
+	// lands at its sequence.
+	for x.end > x.base && x.slot(x.end-1).m.Seq == 0 {
+		x.end--
+	}
+	for keep := (x.end - x.base + memChunkLen - 1) / memChunkLen; uint64(len(x.chunks)) > keep; {
+		x.chunks[len(x.chunks)-1] = nil
+		x.chunks = x.chunks[:len(x.chunks)-1]
+	}
+}
+
 var _ Store = (*MemStore)(nil)
 
 func NewMemStore(lim Limits) *MemStore {
-	return &MemStore{sizeOf: memSize, lim: lim, msgs: map[uint64]*memMsg{}, subjects: map[string]*subjState{}, first: 1}
+	return &MemStore{sizeOf: memSize, lim: lim, subjects: map[string]*subjState{}, first: 1}
 }
 
 func (ms *MemStore) StoreAsync(subj string, hdr, msg []byte, cb func(uint64, int64, error)) {
@@ -69,7 +148,7 @@ func (ms *MemStore) store(at uint64, ats int64, subj string, hdr, msg []byte) (u
 		return 0, 0, ErrClosed
 	}
 	l := &ms.lim
-	n := uint64(len(ms.msgs))
+	n := uint64(ms.msgs.n)
 	ss := ms.subjects[subj]
 	if l.Discard == DiscardNew {
 		if l.MaxMsgs > 0 && n+1 > uint64(l.MaxMsgs) {
@@ -85,6 +164,11 @@ func (ms *MemStore) store(at uint64, ats int64, subj string, hdr, msg []byte) (u
 	if at != 0 && at <= ms.last {
 		return 0, 0, ErrSeqOrder
 	}
+	if at != 0 && ms.msgs.n > 0 && at-ms.last > maxMemGap {
+		// The index is dense over the span it holds: a jump this large would cost a slot
+		// per skipped sequence.
+		return 0, 0, ErrMemGap
+	}
 	if ss == nil {
 		// The caller's string may share memory it reuses; every message of
 		// the subject keeps this copy.
@@ -99,7 +183,7 @@ func (ms *MemStore) store(at uint64, ats int64, subj string, hdr, msg []byte) (u
 	seq := ms.last + 1
 	ts := max(now, ms.lastTS)
 	ms.lastTS = ts
-	ms.msgs[seq] = &memMsg{m: StoredMsg{Subject: ss.name, Header: clone(hdr), Data: clone(msg), Seq: seq, TS: ts}, size: size}
+	ms.msgs.put(seq, memMsg{m: StoredMsg{Subject: ss.name, Header: clone(hdr), Data: clone(msg), Seq: seq, TS: ts}, size: size})
 	if n == 0 {
 		ms.first = seq
 	}
@@ -133,7 +217,7 @@ func (ms *MemStore) trimOldest() {
 	if l.Discard != DiscardOld {
 		return
 	}
-	for len(ms.msgs) > 0 && ((l.MaxMsgs > 0 && uint64(len(ms.msgs)) > uint64(l.MaxMsgs)) || (l.MaxBytes > 0 && ms.bytes > uint64(l.MaxBytes))) {
+	for ms.msgs.n > 0 && ((l.MaxMsgs > 0 && uint64(ms.msgs.n) > uint64(l.MaxMsgs)) || (l.MaxBytes > 0 && ms.bytes > uint64(l.MaxBytes))) {
 		ms.remove(ms.first)
 	}
 }
@@ -168,16 +252,16 @@ func (ms *MemStore) Truncate(seq uint64) error {
 	if seq >= ms.last {
 		return nil
 	}
-	if m := ms.msgs[seq]; m != nil {
+	if m := ms.msgs.get(seq); m != nil {
 		ms.lastTS = m.m.TS
 	}
 	ms.rep.inBulk(func() {
-		for x := ms.last; x > seq && len(ms.msgs) > 0; x-- {
+		for x := ms.last; x > seq && ms.msgs.n > 0; x-- {
 			ms.remove(x)
 		}
 	})
 	ms.last = seq
-	if len(ms.msgs) == 0 {
+	if ms.msgs.n == 0 {
 		ms.first = seq + 1
 	}
 	return nil
@@ -204,7 +288,7 @@ func (ms *MemStore) unlock() {
 // there is none up to its last.
 func (ms *MemStore) nextOf(ss *subjState, after uint64) uint64 {
 	for seq := after + 1; seq <= ss.last; seq++ {
-		if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
+		if m := ms.msgs.get(seq); m != nil && m.m.Subject == ss.name {
 			return seq
 		}
 	}
@@ -212,17 +296,18 @@ func (ms *MemStore) nextOf(ss *subjState, after uint64) uint64 {
 }
 
 func (ms *MemStore) remove(seq uint64) bool {
-	m := ms.msgs[seq]
-	if m == nil {
+	mp := ms.msgs.get(seq)
+	if mp == nil {
 		return false
 	}
-	delete(ms.msgs, seq)
+	m := *mp
+	ms.msgs.del(seq)
 	ms.bytes -= m.size
 	ms.rep.add(-1, -int64(m.size), seq, m.m.Subject)
 	ss := ms.subjects[m.m.Subject]
 	ss.remove(seq, func(before uint64) uint64 {
 		for p := before - 1; p > ss.first; p-- {
-			if pm := ms.msgs[p]; pm != nil && pm.m.Subject == ss.name {
+			if pm := ms.msgs.get(p); pm != nil && pm.m.Subject == ss.name {
 				return p
 			}
 		}
@@ -231,20 +316,20 @@ func (ms *MemStore) remove(seq uint64) bool {
 	if ss.msgs == 0 {
 		delete(ms.subjects, ss.name)
 	}
-	if len(ms.msgs) == 0 {
+	if ms.msgs.n == 0 {
 		ms.first = ms.last + 1
 	} else if seq == ms.first {
-		for ms.first++; ms.msgs[ms.first] == nil; ms.first++ {
+		for ms.first++; ms.msgs.get(ms.first) == nil; ms.first++ {
 		}
 	}
 	return true
 }
 
 func (ms *MemStore) armExpiry() {
-	if ms.lim.MaxAge <= 0 || ms.timer != nil || len(ms.msgs) == 0 {
+	if ms.lim.MaxAge <= 0 || ms.timer != nil || ms.msgs.n == 0 {
 		return
 	}
-	d := time.Duration(ms.msgs[ms.first].m.TS + int64(ms.lim.MaxAge) - time.Now().UnixNano())
+	d := time.Duration(ms.msgs.get(ms.first).m.TS + int64(ms.lim.MaxAge) - time.Now().UnixNano())
 	gen := ms.timerGen
 	ms.timer = time.AfterFunc(max(d, time.Millisecond), func() { ms.expire(gen) })
 }
@@ -260,7 +345,7 @@ func (ms *MemStore) expire(gen uint64) {
 		return
 	}
 	cutoff := time.Now().UnixNano() - int64(ms.lim.MaxAge)
-	for len(ms.msgs) > 0 && ms.msgs[ms.first].m.TS <= cutoff {
+	for ms.msgs.n > 0 && ms.msgs.get(ms.first).m.TS <= cutoff {
 		ms.remove(ms.first)
 	}
 	ms.armExpiry()
@@ -275,7 +360,7 @@ func (ms *MemStore) SkipMsgs(n uint64) (uint64, error) {
 	first := ms.last + 1
 	ms.last += n
 	ms.lastTS = max(stampNow(), ms.lastTS)
-	if len(ms.msgs) == 0 {
+	if ms.msgs.n == 0 {
 		ms.first = ms.last + 1
 	}
 	return first, nil
@@ -287,7 +372,7 @@ func (ms *MemStore) LoadMsg(seq uint64) (*StoredMsg, error) {
 	if seq > ms.last {
 		return nil, ErrEOF
 	}
-	m := ms.msgs[seq]
+	m := ms.msgs.get(seq)
 	if m == nil {
 		return nil, ErrNotFound
 	}
@@ -306,12 +391,12 @@ func (ms *MemStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 	var seq uint64
 	switch {
 	case matchesAll(filter):
-		for seq = ms.last; seq >= ms.first && seq > 0 && ms.msgs[seq] == nil; seq-- {
+		for seq = ms.last; seq >= ms.first && seq > 0 && ms.msgs.get(seq) == nil; seq-- {
 		}
 	default:
 		eachSubject(ms.subjects, filter, func(ss *subjState) { seq = max(seq, ss.last) })
 	}
-	m := ms.msgs[seq]
+	m := ms.msgs.get(seq)
 	if m == nil {
 		return nil, ErrNotFound
 	}
@@ -331,7 +416,7 @@ func (ms *MemStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 		start = max(start, ss.first)
 	}
 	for seq := start; seq <= ms.last; seq++ {
-		m := ms.msgs[seq]
+		m := ms.msgs.get(seq)
 		if m == nil {
 			continue
 		}
@@ -355,7 +440,7 @@ func (ms *MemStore) FilteredState(filter string, start uint64) SimpleState {
 		}
 		if start <= ss.first { // all of them; ss.first is only a lower bound of the first
 			for seq := ss.first; seq <= ss.last; seq++ {
-				if m := ms.msgs[seq]; m != nil && m.m.Subject == filter {
+				if m := ms.msgs.get(seq); m != nil && m.m.Subject == filter {
 					st.add(ss.msgs, seq, ss.last)
 					break
 				}
@@ -364,7 +449,7 @@ func (ms *MemStore) FilteredState(filter string, start uint64) SimpleState {
 		}
 	}
 	for seq := start; seq <= ms.last; seq++ {
-		if m := ms.msgs[seq]; m != nil && (all || m.m.Subject == filter || (wild && sublist.MatchFilter(m.m.Subject, filter))) {
+		if m := ms.msgs.get(seq); m != nil && (all || m.m.Subject == filter || (wild && sublist.MatchFilter(m.m.Subject, filter))) {
 			st.add(1, seq, seq)
 		}
 	}
@@ -380,14 +465,14 @@ func (ms *MemStore) RemoveMsg(seq uint64) (bool, error) {
 func (ms *MemStore) Purge() (uint64, error) {
 	ms.mu.Lock()
 	defer ms.unlock()
-	n := uint64(len(ms.msgs))
+	n := uint64(ms.msgs.n)
 	if n == 1 {
-		m := ms.msgs[ms.first]
+		m := ms.msgs.get(ms.first)
 		ms.rep.add(-1, -int64(m.size), ms.first, m.m.Subject)
 	} else if n > 1 {
 		ms.rep.add(-int64(n), -int64(ms.bytes), 0, "")
 	}
-	ms.msgs = map[uint64]*memMsg{}
+	ms.msgs = memIndex{}
 	ms.subjects = map[string]*subjState{}
 	ms.bytes = 0
 	ms.first = ms.last + 1
@@ -432,7 +517,7 @@ func (ms *MemStore) PurgeEx(filter string, below, keep uint64) (uint64, error) {
 	var n uint64
 	ms.rep.inBulk(func() {
 		for seq := max(lo, ms.first); seq <= hi && n < quota; seq++ {
-			if m := ms.msgs[seq]; m != nil && (all || m.m.Subject == filter || (wild && sublist.MatchFilter(m.m.Subject, filter))) {
+			if m := ms.msgs.get(seq); m != nil && (all || m.m.Subject == filter || (wild && sublist.MatchFilter(m.m.Subject, filter))) {
 				ms.remove(seq)
 				n++
 			}
@@ -458,7 +543,7 @@ func (ms *MemStore) Compact(seq uint64) (uint64, error) {
 			ms.lastTS = stampNow() // as the file store, which stamps its floor marker
 		}
 	}
-	if len(ms.msgs) == 0 {
+	if ms.msgs.n == 0 {
 		ms.first = ms.last + 1
 	}
 	return n, nil
@@ -474,7 +559,7 @@ func (ms *MemStore) GetSeqFromTime(t time.Time) uint64 {
 	end := ms.last + 1
 	next := func(x uint64) *memMsg {
 		for ; x < end; x++ {
-			if m := ms.msgs[x]; m != nil {
+			if m := ms.msgs.get(x); m != nil {
 				return m
 			}
 		}
@@ -502,7 +587,7 @@ func (ms *MemStore) MultiLastSeqs(filters []string, maxSeq uint64, maxAllowed in
 			return lastListed(ss.seqs, upTo)
 		}
 		for seq := upTo; seq >= ss.first && seq > 0; seq-- {
-			if m := ms.msgs[seq]; m != nil && m.m.Subject == ss.name {
+			if m := ms.msgs.get(seq); m != nil && m.m.Subject == ss.name {
 				return seq
 			}
 		}
@@ -544,11 +629,11 @@ func (ms *MemStore) FastState() State {
 }
 
 func (ms *MemStore) stateLocked() State {
-	n := uint64(len(ms.msgs))
+	n := uint64(ms.msgs.n)
 	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last, LastTS: ms.lastTS,
 		NumSubjects: len(ms.subjects)}
 	if n > 0 {
-		st.FirstTS = ms.msgs[ms.first].m.TS
+		st.FirstTS = ms.msgs.get(ms.first).m.TS
 		st.Deleted = ms.last - ms.first + 1 - n
 	}
 	return st

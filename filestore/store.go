@@ -272,6 +272,7 @@ var (
 	ErrBusy           = errors.New("filestore: too many pending writes")
 	ErrTooManyResults = errors.New("filestore: too many matching results for request")
 	ErrSeqOrder       = errors.New("filestore: sequence at or below the last one")
+	ErrMemGap         = errors.New("filestore: sequence gap too large for a memory store")
 )
 
 // matchesAll reports whether a filter selects every message.

@@ -390,17 +390,57 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 		s.storeRollup(cfg, subject, reply, msgID, rollup, hdr, msg, ttl)
 		return
 	}
+	if cfg.Retention == InterestPolicy {
+		// No consumer is interested (natsd has no consumers yet): as nats-server does, the
+		// message takes its sequence but is not kept.
+		s.skipUninterested(reply, msgID)
+		return
+	}
 	s.imu.Lock()
 	s.inflight++
 	if msgID != "" {
 		s.ddPending[msgID]++
 	}
 	s.imu.Unlock()
-	p := &pending{s: s, reply: reply, msgID: msgID, subject: subject, ttl: ttl}
+	p := pendingPool.Get().(*pending)
+	p.s, p.reply, p.msgID, p.subject, p.ttl = s, reply, msgID, subject, ttl
 	if s.rp.Load() != nil {
 		p.hdr, p.msg = hdr, msg
 	}
-	s.store.StoreAsync(subject, hdr, msg, p.done)
+	s.store.StoreAsync(subject, hdr, msg, p.cb)
+}
+
+// pendingPool recycles pending records with their callback bound once, so that a publish
+// costs no closure.
+var pendingPool sync.Pool
+
+func init() {
+	pendingPool.New = func() any {
+		p := &pending{}
+		p.cb = p.done
+		return p
+	}
+}
+
+func (s *stream) skipUninterested(reply, msgID string) {
+	s.settle()
+	seq, err := s.store.SkipMsgs(1)
+	if err != nil {
+		if reply != "" {
+			_ = s.ic.Publish(reply, "", nil, pubAckErr(s.name, storeError(err)))
+		}
+		return
+	}
+	s.imu.Lock()
+	s.lseq, s.lmsgID = seq, msgID
+	if msgID != "" {
+		s.addDedupe(msgID, seq, time.Now().UnixNano())
+	}
+	s.imu.Unlock()
+	if reply != "" {
+		b := append(append([]byte(nil), s.pubAck...), strconv.FormatUint(seq, 10)...)
+		_ = s.ic.Publish(reply, "", nil, append(b, '}'))
+	}
 }
 
 // parseSeqHeader reads a sequence header as nats-server does: a bad number never matches.
@@ -419,10 +459,16 @@ type pending struct {
 	subject      string
 	ttl          int64
 	hdr, msg     []byte // kept only for republish
+	cb           func(seq uint64, ts int64, err error)
 }
 
 func (p *pending) done(seq uint64, ts int64, err error) {
 	s := p.s
+	defer func() {
+		cb := p.cb
+		*p = pending{cb: cb}
+		pendingPool.Put(p)
+	}()
 	s.imu.Lock()
 	s.inflight--
 	if p.msgID != "" {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/natsd/natsd/parser"
 )
@@ -234,7 +235,14 @@ type workItem struct {
 
 // queueWork copies m for q's worker; the worker is woken once, at the end of the batch.
 func (r *reactor) queueWork(q *workQueue, fn func(*WorkMsg), from *client, m *parser.Op) {
-	w := WorkMsg{Subject: string(m.Subject), Reply: string(m.Reply), From: originOf(from)}
+	w := WorkMsg{From: originOf(from)}
+	// Subject and reply share one copy (private to the message, so never written again).
+	if n := len(m.Subject) + len(m.Reply); n > 0 {
+		b := make([]byte, 0, n)
+		b = append(append(b, m.Subject...), m.Reply...)
+		sr := unsafe.String(&b[0], n)
+		w.Subject, w.Reply = sr[:len(m.Subject)], sr[len(m.Subject):]
+	}
 	data := append([]byte(nil), m.Msg...)
 	if m.HdrLen > 0 {
 		w.Hdr = data[:m.HdrLen:m.HdrLen]
