@@ -249,7 +249,7 @@ func (r *reactor) queueWork(q *workQueue, fn func(*WorkMsg), from *client, m *pa
 	}
 	w.Data = data[m.HdrLen:]
 	if len(r.work) == 0 || r.work[len(r.work)-1].q != q {
-		r.work = append(r.work, pendingWork{q: q})
+		r.work = append(r.work, pendingWork{q: q, items: getWorkItems()})
 	}
 	pw := &r.work[len(r.work)-1]
 	pw.items = append(pw.items, workItem{fn: fn, m: w})
@@ -278,7 +278,12 @@ func (q *workQueue) add(items []workItem) {
 		q.mu.Unlock()
 		return
 	}
-	q.items = append(q.items, items...)
+	if q.items == nil {
+		q.items = items // the batch's slice is handed over whole
+	} else {
+		q.items = append(q.items, items...)
+		putWorkItems(items)
+	}
 	start := !q.running
 	q.running = true
 	q.mu.Unlock()
@@ -309,6 +314,19 @@ func (q *workQueue) run() {
 			}
 			*it = workItem{}
 		}
+		putWorkItems(items)
+	}
+}
+
+// Batches' item slices are recycled from worker to reactors: a burst of thousands of
+// messages to one worker would otherwise grow a fresh slice, by doubling, every batch.
+var workItemsPool = sync.Pool{New: func() any { return make([]workItem, 0, 64) }}
+
+func getWorkItems() []workItem { return workItemsPool.Get().([]workItem)[:0] }
+
+func putWorkItems(items []workItem) {
+	if cap(items) <= 64<<10 {
+		workItemsPool.Put(items[:0])
 	}
 }
 
