@@ -217,8 +217,14 @@ func (a *account) info() AccountStats {
 	}
 }
 
-// respond publishes an API reply.
+// respond publishes an API reply and counts it (api.total), as nats-server counts a reply.
 func (a *account) respond(reply string, v any) {
+	a.countAPI(false)
+	a.send(reply, v)
+}
+
+// send publishes an API reply without counting it (a successful MSG.GET, as nats-server).
+func (a *account) send(reply string, v any) {
 	if reply == "" {
 		return
 	}
@@ -230,16 +236,49 @@ func (a *account) respond(reply string, v any) {
 	_ = a.api.Publish(reply, "", nil, b)
 }
 
-// respondErr publishes a failed call's reply and counts the error.
-func (a *account) respondErr(reply, typ string, e *APIError) {
-	a.apiErrors.Add(1)
-	a.js.apiErrors.Add(1)
-	if reply == "" {
-		return
+func (a *account) countAPI(isErr bool) {
+	a.apiTotal.Add(1)
+	a.js.apiTotal.Add(1)
+	if isErr {
+		a.apiErrors.Add(1)
+		a.js.apiErrors.Add(1)
 	}
-	b := marshalError(typ, e)
-	a.lastResp = b
-	_ = a.api.Publish(reply, "", nil, b)
+}
+
+// respondErr publishes a failed call's reply, in the shape of its type's document, and
+// counts it as an error.
+func (a *account) respondErr(reply, typ string, e *APIError) {
+	a.countAPI(true)
+	a.send(reply, errorDoc(typ, e))
+}
+
+// respondFailed publishes a failure that nats-server counts as a plain reply (MSG.DELETE's).
+func (a *account) respondFailed(reply, typ string, e *APIError) {
+	a.countAPI(false)
+	a.send(reply, errorDoc(typ, e))
+}
+
+// errorDoc is a failed call's document: the type's own, whose fields that are never omitted
+// show their zero values beside the error, as nats-server marshals them.
+func errorDoc(typ string, e *APIError) any {
+	r := apiResponse{Type: typ, Error: e}
+	switch strings.TrimPrefix(typ, typePrefix) {
+	case "stream_info_response":
+		return streamInfoResponse{apiResponse: r}
+	case "stream_purge_response":
+		return purgeResponse{apiResponse: r}
+	case "stream_names_response":
+		return streamNamesResponse{apiResponse: r}
+	case "stream_list_response":
+		return streamListResponse{apiResponse: r}
+	case "consumer_names_response":
+		return consumerNamesResponse{apiResponse: r}
+	case "consumer_list_response":
+		return consumerListResponse{apiResponse: r}
+	case "stream_restore_response":
+		return restoreResponse{apiResponse: r}
+	}
+	return r
 }
 
 // comma prints n with thousands separators, as nats-server's recovery lines do.

@@ -119,8 +119,6 @@ func (a *account) handleAPI(m *loop.WorkMsg) {
 	if h == nil {
 		return // unknown API subjects get no reply, as from nats-server
 	}
-	a.apiTotal.Add(1)
-	a.js.apiTotal.Add(1)
 	if !a.enabled {
 		a.respondErr(r.reply, typ, JSNotEnabledForAccountErr)
 		return
@@ -484,6 +482,9 @@ func (a *account) apiStreamInfo(r *apiReq, typ string) {
 		return
 	}
 	info := s.info(req.DeletedDetails, req.SubjectsFilter)
+	if n := a.js.cfg.ServerName; n != "" {
+		info.Cluster = &ClusterInfo{Leader: n} // nats-server names the leader here only
+	}
 	resp := streamInfoResponse{apiResponse: apiResponse{Type: typ}, StreamInfo: &info}
 	if subs := info.State.Subjects; len(subs) > 0 {
 		// The subjects map is paged, in name order, as nats-server pages it.
@@ -546,6 +547,7 @@ func (a *account) apiStreamList(r *apiReq, typ string) {
 		apiPaged: apiPaged{Total: len(all), Offset: off, Limit: listLimit}, Streams: []*StreamInfo{}}
 	for _, s := range all[off:end] {
 		info := s.info(false, "")
+		info.Config.Metadata = s.config().Metadata // lists show the stored metadata only
 		resp.Streams = append(resp.Streams, &info)
 	}
 	a.respond(r.reply, resp)
@@ -613,12 +615,17 @@ func (a *account) apiMsgDelete(r *apiReq, typ string) {
 	s.settle()
 	// The file store overwrites nothing in place: a removed record is unreachable at once
 	// and gone from disk when its block is compacted or dropped, with or without no_erase.
+	st := s.store.FastState()
 	ok, err := s.store.RemoveMsg(req.Seq)
 	switch {
+	case err == filestore.ErrEOF || (err == nil && !ok && req.Seq > st.LastSeq):
+		a.respondFailed(r.reply, typ, JSStreamMsgDeleteFailedF.with("err", "stream store EOF"))
 	case err != nil:
-		a.respondErr(r.reply, typ, JSStreamMsgDeleteFailedF.withErr(err))
+		a.respondFailed(r.reply, typ, JSStreamMsgDeleteFailedF.withErr(err))
+	case !ok && req.Seq >= st.FirstSeq:
+		a.respondFailed(r.reply, typ, JSSequenceNotFoundErrF.with("seq", strconv.FormatUint(req.Seq, 10)))
 	case !ok:
-		a.respondErr(r.reply, typ, JSStreamMsgDeleteFailedF.with("err", "no message found"))
+		a.respondFailed(r.reply, typ, JSStreamMsgDeleteFailedF.with("err", "no message found"))
 	default:
 		a.respond(r.reply, successResponse{apiResponse{Type: typ}, true})
 	}
@@ -647,7 +654,7 @@ func (a *account) apiMsgGet(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, JSNoMessageFoundErr)
 		return
 	}
-	a.respond(r.reply, msgGetResponse{apiResponse{Type: typ}, &storedMsgJSON{Subject: sm.Subject,
+	a.send(r.reply, msgGetResponse{apiResponse{Type: typ}, &storedMsgJSON{Subject: sm.Subject,
 		Sequence: sm.Seq, Header: sm.Header, Data: sm.Data, Time: time.Unix(0, sm.TS).UTC()}})
 }
 

@@ -256,12 +256,11 @@ func (s *stream) info(deleted bool, subjects string) StreamInfo {
 	if l := s.store.Lost(); l.Msgs > 0 {
 		ss.Lost = &LostStreamData{Msgs: l.Seqs}
 	}
-	info := StreamInfo{Config: cfg, Created: s.created, State: ss, Domain: s.a.js.cfg.Domain,
-		TimeStamp: time.Now().UTC()}
-	if n := s.a.js.cfg.ServerName; n != "" {
-		info.Cluster = &ClusterInfo{Leader: n}
+	if ss.Msgs == 0 && ss.LastSeq == 0 {
+		ss.FirstSeq = 0 // a stream that never held a message, as nats-server reports it
 	}
-	return info
+	return StreamInfo{Config: cfg, Created: s.created, State: ss, Domain: s.a.js.cfg.Domain,
+		TimeStamp: time.Now().UTC()}
 }
 
 func randomID() string {

@@ -1,9 +1,6 @@
 package js
 
-import (
-	"encoding/json"
-	"strings"
-)
+import "strings"
 
 // APIError is the JetStream API's error document: an HTTP-like code, the JetStream code
 // clients switch on, and the text. The values are the reference's (errors_table.go).
@@ -40,15 +37,4 @@ func apiErr(err error, wrap *APIError) *APIError {
 		return a
 	}
 	return wrap.withErr(err)
-}
-
-// errorResponse is the body of a failed API call.
-type errorResponse struct {
-	Type  string    `json:"type"`
-	Error *APIError `json:"error"`
-}
-
-func marshalError(typ string, e *APIError) []byte {
-	b, _ := json.Marshal(errorResponse{Type: typ, Error: e})
-	return b
 }

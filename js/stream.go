@@ -67,7 +67,8 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 	s := &stream{a: a, name: cfg.Name, dir: filepath.Join(a.dir, "streams", cfg.Name), created: created,
 		dd: make(map[string]ddEntry), ddPending: make(map[string]int)}
 	s.settled = sync.NewCond(&s.imu)
-	if create {
+	if create && cfg.Storage == FileStorage {
+		// A memory stream lives as long as the server: nats-server does not bring it back.
 		if err := mkdirDurable(j.cfg.FS, s.dir, filepath.Dir(j.cfg.Dir)); err != nil {
 			return nil, err
 		}
