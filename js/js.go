@@ -221,7 +221,11 @@ func (j *JetStream) Accounts(withStreams bool) []AccountDetail {
 		d := AccountDetail{Name: a.name, Stats: a.info()}
 		if withStreams {
 			for _, s := range a.streamList() {
-				d.Streams = append(d.Streams, s.info(false, ""))
+				si := s.info(false, "")
+				if n := j.cfg.ServerName; n != "" {
+					si.Cluster = &ClusterInfo{Leader: n}
+				}
+				d.Streams = append(d.Streams, si)
 			}
 		}
 		out = append(out, d)

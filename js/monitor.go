@@ -23,6 +23,9 @@ func (j *JetStream) Account(name string, withStreams bool) (AccountDetail, bool)
 		for _, s := range a.streamList() {
 			si := s.info(false, "")
 			si.Config = *s.config()
+			if n := j.cfg.ServerName; n != "" {
+				si.Cluster = &ClusterInfo{Leader: n}
+			}
 			d.Streams = append(d.Streams, si)
 		}
 	}
