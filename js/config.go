@@ -233,8 +233,6 @@ func (a *account) checkConfig(in *StreamConfig, pedantic bool) (StreamConfig, *A
 		return StreamConfig{}, invalidConfig("stream mirrors and sources are not supported by this server yet")
 	case cfg.AllowMsgCounter:
 		return StreamConfig{}, invalidConfig("message counters are not supported by this server yet")
-	case cfg.AllowAtomicPublish:
-		return StreamConfig{}, invalidConfig("atomic batch publish is not supported by this server yet")
 	case cfg.AllowMsgSchedules:
 		return StreamConfig{}, invalidConfig("message schedules are not supported by this server yet")
 	}

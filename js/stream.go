@@ -295,7 +295,13 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 			return
 		}
 		if v, ok := header(hdr, hdrBatchID); ok && len(v) > 0 {
-			fail(JSAtomicPublishDisabledErr)
+			// Atomic batch publish: accepted in a configuration (nats bench asks for it),
+			// not served yet.
+			if !cfg.AllowAtomicPublish {
+				fail(JSAtomicPublishDisabledErr)
+			} else {
+				fail(JSStreamStoreFailedF.with("err", "atomic batch publish is not supported by this server yet"))
+			}
 			return
 		}
 		if name := headerString(hdr, hdrExpectedStream); name != "" && name != cfg.Name {
