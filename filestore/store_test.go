@@ -567,8 +567,10 @@ func TestEmptiedBlocksRemoved(t *testing.T) {
 		{"purge subject", Limits{}, func(t *testing.T, s *FileStore) { s.PurgeSubject("e") }, 0},
 		{"compact", Limits{}, func(t *testing.T, s *FileStore) { s.Compact(n - 9) }, 10},
 		{"max msgs", Limits{MaxMsgs: 10}, func(t *testing.T, s *FileStore) {}, 10},
-		{"max age", Limits{MaxAge: 50 * time.Millisecond}, func(t *testing.T, s *FileStore) {
-			time.Sleep(300 * time.Millisecond)
+		// The age is long enough for the last append to outlive every check (and the
+		// reopen) on a loaded machine: with 50 ms it expired before it was read back.
+		{"max age", Limits{MaxAge: 2 * time.Second}, func(t *testing.T, s *FileStore) {
+			time.Sleep(2300 * time.Millisecond)
 			// Expiry runs on a timer; an append makes sure the writer has
 			// applied it, and is itself young enough to stay.
 			mustStore(t, s, "e", body)

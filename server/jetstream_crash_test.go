@@ -358,7 +358,9 @@ func runPowerCut(t *testing.T, rng *rand.Rand, fs *powerfs.FS, s *Server, stream
 		mu.Lock()
 		byMsg[m] = w
 		mu.Unlock()
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		// nats.go gives up on a full window after 200 ms by default; under -race on a
+		// loaded box the acks of 512 messages can take longer than that.
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(10*time.Second)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}

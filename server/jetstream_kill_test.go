@@ -238,7 +238,7 @@ func killRounds(t *testing.T, bin string, rng *rand.Rand, rounds int, args []str
 			mu.Lock()
 			byMsg[m] = w
 			mu.Unlock()
-			if _, err := ajs.PublishMsgAsync(m); err != nil {
+			if _, err := ajs.PublishMsgAsync(m, jetstream.WithStallWait(10*time.Second)); err != nil {
 				select {
 				case <-killed: // the server is gone (a stalled publish, a closed connection)
 					i = n

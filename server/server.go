@@ -56,6 +56,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	running  bool
+	stopWait bool // a stop signal came while starting: stop once started
 	shutdown chan struct{}
 	sigDone  chan struct{}
 
@@ -199,6 +200,11 @@ func (s *Server) Start() error {
 	if err := s.startJetStream(); err != nil {
 		return err
 	}
+	// Signals are trapped before the pid file and the listener exist: whatever can learn the
+	// pid or connect may signal at once, and an untrapped USR1, USR2 or HUP would kill us.
+	if !o.NoSigs {
+		s.handleSignals()
+	}
 	// As nats-server: the pid file exists before the first client is accepted, so whatever
 	// waits for it (a supervisor, --signal) may act as soon as clients can connect.
 	if o.PidFile != "" {
@@ -224,7 +230,11 @@ func (s *Server) Start() error {
 	}
 	s.mu.Lock()
 	s.running = true
+	stopWait := s.stopWait
 	s.mu.Unlock()
+	if stopWait {
+		defer func() { go s.Shutdown() }()
+	}
 	if err := s.startMonitoring(); err != nil {
 		s.stopMonitoring()
 		s.mu.Lock()
@@ -232,9 +242,6 @@ func (s *Server) Start() error {
 		s.mu.Unlock()
 		eng.Stop()
 		return err
-	}
-	if !o.NoSigs {
-		s.handleSignals()
 	}
 	s.writePortsFile()
 	s.log.Noticef("Listening for client connections on %s", net.JoinHostPort(o.Host, strconv.Itoa(eng.Addr().Port)))
@@ -280,6 +287,7 @@ func (s *Server) loadTime() time.Time { return time.Unix(0, s.loaded.Load()) }
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	if !s.running {
+		s.stopWait = true
 		s.mu.Unlock()
 		return
 	}
