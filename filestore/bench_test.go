@@ -309,15 +309,34 @@ func BenchmarkMultiLastSeqs(b *testing.B) {
 
 // BenchmarkManyStores is JetStream with many streams taking publishes at once (a KV bucket
 // or stream per tenant): records spread round-robin over the stores, at most window in
-// flight in all, each acknowledged once durable.
+// flight in all, each acknowledged once durable. With journal the stores share one Journal
+// (what JetStream does): one fdatasync per group commit for all of them, instead of one per
+// store.
 func BenchmarkManyStores(b *testing.B) {
 	payload := make([]byte, 128)
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("stores=%d", n), func(b *testing.B) {
+	for _, journal := range []bool{false, true} {
+		for _, n := range []int{1, 100, 1000} {
+			b.Run(fmt.Sprintf("journal=%v/stores=%d", journal, n), func(b *testing.B) {
+				benchManyStores(b, n, journal, payload)
+			})
+		}
+	}
+}
+
+func benchManyStores(b *testing.B, n int, journal bool, payload []byte) {
+	{
+		{
 			stores := make([]*FileStore, n)
 			dir := b.TempDir()
+			var j *Journal
+			if journal {
+				var err error
+				if j, err = OpenJournal(nil, dir, dir+"/journal", quietLog); err != nil {
+					b.Fatal(err)
+				}
+			}
 			for i := range stores {
-				s, err := Open(Config{Dir: fmt.Sprintf("%s/%d", dir, i), Logf: quietLog})
+				s, err := Open(Config{Dir: fmt.Sprintf("%s/%d", dir, i), Logf: quietLog, Journal: j})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -326,6 +345,9 @@ func BenchmarkManyStores(b *testing.B) {
 			defer func() {
 				for _, s := range stores {
 					s.Stop()
+				}
+				if j != nil {
+					j.Close()
 				}
 			}()
 			time.Sleep(time.Duration(n) * time.Millisecond) // let the stores make their spare blocks
@@ -347,6 +369,6 @@ func BenchmarkManyStores(b *testing.B) {
 			}
 			inflight.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
-		})
+		}
 	}
 }

@@ -43,6 +43,10 @@ type Config struct {
 	MaxPending int64
 	// Logf receives recovery and corruption reports (default log.Printf).
 	Logf func(format string, args ...any)
+	// Journal, with SyncInterval 0, makes commits durable through a journal shared with
+	// other stores instead of fsyncing this store's own files (see Journal). Dir must be
+	// under the journal's root.
+	Journal *Journal
 }
 
 const (
@@ -344,6 +348,10 @@ type FileStore struct {
 	armed      bool
 	indexStale bool
 	timer      *time.Timer
+
+	jn   *Journal // cfg.Journal when commits go through it
+	jkey string   // this store's name in the journal
+	jw   []jwrite // the open commit's writes, for the journal
 }
 
 var _ Store = (*FileStore)(nil)
@@ -379,6 +387,12 @@ func Open(cfg Config) (*FileStore, error) {
 		done:     make(chan struct{}),
 	}
 	s.maxMsgSize.Store(cfg.Limits.MaxMsgSize)
+	if cfg.Journal != nil && cfg.SyncInterval == 0 {
+		if s.jkey, err = cfg.Journal.key(cfg.Dir); err != nil {
+			return nil, err
+		}
+		s.jn = cfg.Journal
+	}
 	if err := s.fs.MkdirAll(s.dir); err != nil {
 		return nil, err
 	}

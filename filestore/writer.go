@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -160,6 +161,14 @@ func (s *FileStore) shutdown() {
 				s.fail(err)
 			}
 		}
+		if s.jn != nil && s.failed() == nil {
+			// Everything is in the block files now; a store made later in the same
+			// directory (a stream deleted and created again) must not get these writes
+			// replayed over its own.
+			if err := s.jn.commit(&jreq{key: s.jkey, mark: true}); err != nil && !errors.Is(err, ErrJournalClosed) {
+				s.fail(err)
+			}
+		}
 		if s.failed() == nil {
 			s.writeIndex()
 		}
@@ -167,6 +176,24 @@ func (s *FileStore) shutdown() {
 	close(s.spareStop)
 	<-s.spareDone
 	s.closeFiles()
+}
+
+// syncBlocks syncs every open block file.
+func (s *FileStore) syncBlocks() error {
+	s.mu.RLock()
+	var fs []File
+	for _, b := range s.blocks {
+		if b.f != nil {
+			fs = append(fs, b.f)
+		}
+	}
+	s.mu.RUnlock()
+	for _, f := range fs {
+		if err := f.Datasync(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *FileStore) closeFiles() {
@@ -269,15 +296,27 @@ func (s *FileStore) commit() {
 	err := s.writeSegs(c)
 	s.wbuf, s.segs = s.wbuf[:0], s.segs[:0]
 	if err == nil && s.grouped() {
-		for _, f := range c.files {
-			if err = f.Datasync(); err != nil {
-				break
+		if s.jn != nil {
+			// A new block's name is durable before the journal names it.
+			if c.created {
+				err = s.fs.SyncDir(s.dir)
+			}
+			if err == nil && len(s.jw) > 0 {
+				err = s.jn.commit(&jreq{key: s.jkey, writes: s.jw})
+			}
+		} else {
+			for _, f := range c.files {
+				if err = f.Datasync(); err != nil {
+					break
+				}
+			}
+			if err == nil && c.created {
+				err = s.fs.SyncDir(s.dir)
 			}
 		}
-		if err == nil && c.created {
-			err = s.fs.SyncDir(s.dir)
-		}
 	}
+	clear(s.jw)
+	s.jw = s.jw[:0]
 	if err != nil {
 		s.fail(err)
 	}
@@ -450,6 +489,10 @@ func (s *FileStore) writeSegs(c *commit) error {
 		b.fresh = false
 		if _, err := b.f.WriteAt(s.wbuf[sg.start:sg.end], sg.off); err != nil {
 			return err
+		}
+		if s.jn != nil {
+			s.jw = append(s.jw, jwrite{f: b.f, name: "msgs/" + strconv.FormatUint(b.id, 10) + ".blk",
+				off: sg.off, data: s.wbuf[sg.start:sg.end]})
 		}
 		if !containsFile(c.files, b.f) {
 			c.files = append(c.files, b.f)
@@ -1219,6 +1262,18 @@ func (s *FileStore) truncate(o *op) {
 		<-b
 	}
 	sync := s.cfg.SyncInterval >= 0
+	if s.jn != nil {
+		// The truncation rewrites block files in place: journaled writes older than it must
+		// never be replayed over what it leaves. Sync what they covered, then mark them void.
+		if err := s.syncBlocks(); err != nil {
+			done(err)
+			return
+		}
+		if err := s.jn.commit(&jreq{key: s.jkey, mark: true}); err != nil {
+			done(err)
+			return
+		}
+	}
 	if sync && !s.grouped() && s.act != nil && s.act.f != nil {
 		// Periodic syncing may have left the active block's tail unsynced.
 		if err := s.act.f.Datasync(); err != nil {

@@ -71,6 +71,10 @@ type JetStream struct {
 	memUsed, storeUsed         atomic.Int64
 	apiTotal, apiErrors        atomic.Uint64
 	started                    time.Time
+
+	// journal makes file streams' fsync-before-ack commits durable together (one fsync for
+	// all streams per group commit); nil when acks do not wait for fsync.
+	journal *filestore.Journal
 }
 
 // New makes the server's JetStream; accounts are enabled one by one with EnableAccount.
@@ -91,6 +95,19 @@ func New(eng *loop.Engine, cfg Config) (*JetStream, error) {
 		return nil, fmt.Errorf("could not create storage directory - %v", err)
 	}
 	j := &JetStream{cfg: cfg, eng: eng, accounts: make(map[string]*account), started: time.Now()}
+	// Whatever mode this run is in, what an earlier run journaled goes into the block files
+	// before any stream opens.
+	jdir := journalDir(cfg.Dir)
+	logf := func(f string, a ...any) { cfg.Logf("INF", f, a...) }
+	if cfg.SyncInterval == 0 {
+		jn, err := filestore.OpenJournal(cfg.FS, cfg.Dir, jdir, logf)
+		if err != nil {
+			return nil, fmt.Errorf("could not open the JetStream journal - %v", err)
+		}
+		j.journal = jn
+	} else if _, err := filestore.ReplayJournal(cfg.FS, cfg.Dir, jdir, logf); err != nil {
+		return nil, fmt.Errorf("could not replay the JetStream journal - %v", err)
+	}
 	j.maxMem.Store(cfg.MaxMemory)
 	j.maxStore.Store(cfg.MaxStore)
 	return j, nil
@@ -163,7 +180,14 @@ func (j *JetStream) Stop() {
 		go func() { defer wg.Done(); a.stop() }()
 	}
 	wg.Wait()
+	if j.journal != nil {
+		_ = j.journal.Close()
+	}
 }
+
+// journalDir is where the journal lives: beside <store_dir>/jetstream, not in it, where
+// nats-server's layout has only account directories.
+func journalDir(dir string) string { return filepath.Join(filepath.Dir(dir), "natsd-journal") }
 
 // Stats are the server-wide figures /varz, /jsz and STATSZ report.
 type Stats struct {

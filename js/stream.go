@@ -88,6 +88,9 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		if cfg.PersistMode == AsyncPersist && fc.SyncInterval <= 0 {
 			fc.SyncInterval = 2 * time.Minute // nats-server's default interval for what opted out
 		}
+		if fc.SyncInterval == 0 {
+			fc.Journal = j.journal
+		}
 		fs, err := filestore.Open(fc)
 		if err != nil {
 			if create {

@@ -67,7 +67,8 @@ func (f osFile) Datasync() error {
 			}
 		}
 	}); err != nil {
-		return err
+		// Control fails only on a closed file; say so in the form callers test for.
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: os.ErrClosed}
 	}
 	if serr != nil {
 		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
