@@ -93,8 +93,9 @@ func rawHeader(hdr []byte, key string) []byte {
 }
 
 // ingestCounter stores a message to a counter stream: the headers were checked by ingest,
-// incr is the message's increment (nil when it had none).
-func (s *stream) ingestCounter(cfg *StreamConfig, subject, reply, msgID string, hdr []byte, incr *big.Int) {
+// incr is the message's increment (nil when it had none), ttl its Nats-TTL in seconds (a
+// counter stream has TTLs only when subject delete markers turned them on).
+func (s *stream) ingestCounter(cfg *StreamConfig, subject, reply, msgID string, hdr []byte, incr *big.Int, ttl int64) {
 	fail := func(e *APIError) {
 		if reply != "" {
 			_ = s.ic.Publish(reply, "", nil, pubAckErr(s.name, e))
@@ -141,8 +142,7 @@ func (s *stream) ingestCounter(cfg *StreamConfig, subject, reply, msgID string, 
 		return
 	}
 	if v, ok := header(hdr, hdrTTL); ok {
-		// A counter stream has no TTLs: a valid one was refused already, a bad one is
-		// refused only now, as nats-server does.
+		// A bad TTL is refused only after the total is made, as nats-server does.
 		if _, _, ok := parseTTL(v); !ok {
 			fail(JSMessageTTLInvalidErr)
 			return
@@ -171,7 +171,7 @@ func (s *stream) ingestCounter(cfg *StreamConfig, subject, reply, msgID string, 
 	}
 	s.imu.Unlock()
 	p := pendingPool.Get().(*pending)
-	p.s, p.reply, p.msgID, p.subject, p.val = s, reply, msgID, subject, val
+	p.s, p.reply, p.msgID, p.subject, p.ttl, p.val = s, reply, msgID, subject, ttl, val
 	if s.rp.Load() != nil {
 		p.hdr, p.msg = hdr, body
 	}

@@ -396,7 +396,7 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 		}
 	}
 	if cfg.AllowMsgCounter {
-		s.ingestCounter(cfg, subject, reply, msgID, hdr, incr)
+		s.ingestCounter(cfg, subject, reply, msgID, hdr, incr, ttl)
 		return
 	}
 	if e := s.a.limitsExceeded(cfg.Storage); e != nil {

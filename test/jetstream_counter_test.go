@@ -165,6 +165,8 @@ func TestJetStreamCounterErrors(t *testing.T) {
 		mustStream(t, js, jetstream.StreamConfig{Name: "PLAIN", Subjects: []string{"plain.*"}, AllowMsgTTL: true, AllowRollup: true})
 		mustStream(t, js, jetstream.StreamConfig{Name: "CNT", Subjects: []string{"cnt.*"}, AllowMsgCounter: true})
 		mustStream(t, js, jetstream.StreamConfig{Name: "SMALL", Subjects: []string{"small"}, AllowMsgCounter: true, MaxMsgSize: 37})
+		// Subject delete markers turn message TTLs on, even for a counter stream.
+		mustStream(t, js, jetstream.StreamConfig{Name: "MARK", Subjects: []string{"mark"}, AllowMsgCounter: true, SubjectDeleteMarkerTTL: time.Minute})
 		pubs := []pub{
 			{name: "disabled", subj: "plain.a", incr: "1", errCode: 10168},
 			{name: "disabled with a body", subj: "plain.a", incr: "1", data: "x", errCode: 10168},
@@ -206,6 +208,8 @@ func TestJetStreamCounterErrors(t *testing.T) {
 			{name: "total too large", subj: "small", incr: "10", errCode: 10054},
 			{name: "longer increment header", subj: "small", incr: "-1", errCode: 10054},
 			{name: "same size fits", subj: "small", incr: "0"},
+			{name: "ttl on a marker stream", subj: "mark", incr: "4", hdr: []string{"Nats-TTL", "1h"}},
+			{name: "bad ttl on a marker stream", subj: "mark", incr: "4", hdr: []string{"Nats-TTL", "soon"}, errCode: 10165},
 		}
 		obs := map[string]any{}
 		for i, p := range pubs {
@@ -215,10 +219,10 @@ func TestJetStreamCounterErrors(t *testing.T) {
 				t.Errorf("%s: %v, want err_code %d", p.name, ack, p.errCode)
 			}
 		}
-		for _, subj := range []string{"cnt.a", "cnt.s", "cnt.x", "cnt.y", "small"} {
+		for _, subj := range []string{"cnt.a", "cnt.s", "cnt.x", "cnt.y", "small", "mark"} {
 			stream := "CNT"
-			if subj == "small" {
-				stream = "SMALL"
+			if subj == "small" || subj == "mark" {
+				stream = strings.ToUpper(subj)
 			}
 			obs["last "+subj] = storedObs(t, rawAPI(t, nc, "$JS.API.STREAM.MSG.GET."+stream, `{"last_by_subj":"`+subj+`"}`))
 		}
