@@ -23,9 +23,7 @@ import (
 // stored total is the total before it plus its own increment, so what survives is always a
 // consistent prefix, and nothing acknowledged is missing from it.
 
-const (
-	hdrCounterSources = "Nats-Counter-Sources"
-)
+const hdrCounterSources = "Nats-Counter-Sources"
 
 // counterTotal is a subject's running total while increments to it are in flight.
 type counterTotal struct {
@@ -81,16 +79,25 @@ func checkIncr(cfg *StreamConfig, hdr, msg []byte) (*big.Int, *APIError) {
 // rawHeader is a header's value as nats-server reads it: leading spaces skipped, nothing
 // else trimmed; nil when absent.
 func rawHeader(hdr []byte, key string) []byte {
-	i := bytes.Index(hdr, []byte("\r\n"+key+":"))
+	i := bytes.Index(hdr, crlf)
 	if i < 0 {
 		return nil
 	}
-	v := hdr[i+3+len(key):]
-	if end := bytes.Index(v, []byte("\r\n")); end >= 0 {
-		v = v[:end]
+	for rest := hdr[i+2:]; len(rest) > 0; {
+		line := rest
+		if j := bytes.Index(rest, crlf); j >= 0 {
+			line, rest = rest[:j], rest[j+2:]
+		} else {
+			rest = nil
+		}
+		if len(line) > len(key) && line[len(key)] == ':' && string(line[:len(key)]) == key {
+			return bytes.TrimLeft(line[len(key)+1:], " ")
+		}
 	}
-	return bytes.TrimLeft(v, " ")
+	return nil
 }
+
+var crlf = []byte("\r\n")
 
 // ingestCounter stores a message to a counter stream: the headers were checked by ingest,
 // incr is the message's increment (nil when it had none), ttl its Nats-TTL in seconds (a
@@ -123,7 +130,7 @@ func (s *stream) ingestCounter(cfg *StreamConfig, subject, reply, msgID string, 
 			fail(JSMessageCounterBrokenErr)
 			return
 		}
-		hdr = setHeader(hdr, hdrCounterSources, string(src))
+		hdr = setHeaderValue(hdr, hdrCounterSources, string(src))
 	}
 	if max := s.a.js.maxPayload(); max > 0 && (len(hdr) > max || len(body) > max-len(hdr)) {
 		fail(JSStreamMessageExceedsMaximumErr)
@@ -230,10 +237,10 @@ func (s *stream) counterStored(subject string, err error) {
 	}
 }
 
-// setHeader sets key to value in a header block: the first key's value is replaced (keeping
+// setHeaderValue sets key to value in a header block: the first key's value is replaced (keeping
 // one space after the colon when there was one), or the key is added at the end. hdr is not
 // modified.
-func setHeader(hdr []byte, key, value string) []byte {
+func setHeaderValue(hdr []byte, key, value string) []byte {
 	start := bytes.Index(hdr, []byte("\r\n"+key+":"))
 	if start < 0 {
 		return appendHeader(append([]byte(nil), hdr...), key, value)
