@@ -580,6 +580,7 @@ func (a *account) apiStreamPurge(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, JSBadRequestErr)
 		return
 	}
+	defer s.lockCounters()()
 	s.settle()
 	n, err := s.store.PurgeEx(req.Subject, req.Sequence, req.Keep)
 	if err != nil {
@@ -612,6 +613,7 @@ func (a *account) apiMsgDelete(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
+	defer s.lockCounters()()
 	s.settle()
 	// The file store overwrites nothing in place: a removed record is unreachable at once
 	// and gone from disk when its block is compacted or dropped, with or without no_erase.

@@ -227,12 +227,14 @@ func (a *account) checkConfig(in *StreamConfig, pedantic bool) (StreamConfig, *A
 	if cfg.PersistMode == DefaultPersist {
 		cfg.PersistMode = "" // stored and reported as unset, as nats-server does
 	}
+	// nats-server's first checks of a mirror, up to the one about counters.
+	if cfg.Mirror != nil && cfg.AllowMsgCounter && cfg.FirstSeq == 0 && len(cfg.Subjects) == 0 && len(cfg.Sources) == 0 {
+		return StreamConfig{}, JSMirrorWithCountersErr
+	}
 	// Not built yet: refused, so that no application silently loses what it asked for.
 	switch {
 	case cfg.Mirror != nil || len(cfg.Sources) > 0:
 		return StreamConfig{}, invalidConfig("stream mirrors and sources are not supported by this server yet")
-	case cfg.AllowMsgCounter:
-		return StreamConfig{}, invalidConfig("message counters are not supported by this server yet")
 	case cfg.AllowMsgSchedules:
 		return StreamConfig{}, invalidConfig("message schedules are not supported by this server yet")
 	}

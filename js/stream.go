@@ -3,6 +3,7 @@ package js
 import (
 	"errors"
 	"math"
+	"math/big"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,6 +48,7 @@ type stream struct {
 	ddPending map[string]int
 
 	ttl *ttlWheel
+	ctr counters
 
 	closed atomic.Bool
 }
@@ -292,10 +294,14 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 	}
 	var msgID, rollup string
 	var ttl int64
+	var incr *big.Int
 	if len(hdr) > 0 {
-		if v, ok := header(hdr, hdrIncr); ok && len(v) > 0 {
-			fail(JSMessageIncrDisabledErr)
-			return
+		if _, ok := header(hdr, hdrIncr); ok {
+			var e *APIError
+			if incr, e = checkIncr(cfg, hdr, msg); e != nil {
+				fail(e)
+				return
+			}
 		}
 		if v, ok := header(hdr, hdrBatchID); ok && len(v) > 0 {
 			// Atomic batch publish: accepted in a configuration (nats bench asks for it),
@@ -387,10 +393,14 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 				return
 			}
 		}
-		if hasTTL && !ttlOK {
+		if hasTTL && !ttlOK && !cfg.AllowMsgCounter {
 			fail(JSMessageTTLInvalidErr)
 			return
 		}
+	}
+	if cfg.AllowMsgCounter {
+		s.ingestCounter(cfg, subject, reply, msgID, hdr, incr, ttl)
+		return
 	}
 	if e := s.a.limitsExceeded(cfg.Storage); e != nil {
 		fail(e)
@@ -468,6 +478,7 @@ type pending struct {
 	reply, msgID string
 	subject      string
 	ttl          int64
+	val          string // a counter's new total
 	hdr, msg     []byte // kept only for republish
 	cb           func(seq uint64, ts int64, err error)
 }
@@ -485,6 +496,9 @@ func (p *pending) done(seq uint64, ts int64, err error) {
 		if s.ddPending[p.msgID]--; s.ddPending[p.msgID] <= 0 {
 			delete(s.ddPending, p.msgID)
 		}
+	}
+	if p.val != "" {
+		s.counterStored(p.subject, err)
 	}
 	prev := s.lseq
 	if err == nil {
@@ -510,6 +524,9 @@ func (p *pending) done(seq uint64, ts int64, err error) {
 	if p.reply != "" {
 		var buf [128]byte
 		b := append(append(buf[:0], s.pubAck...), strconv.FormatUint(seq, 10)...)
+		if p.val != "" {
+			b = strconv.AppendQuote(append(b, `,"val":`...), p.val)
+		}
 		_ = s.ic.Publish(p.reply, "", nil, append(b, '}'))
 	}
 	if rp := s.rp.Load(); rp != nil {

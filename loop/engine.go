@@ -211,6 +211,14 @@ func (e *Engine) SetInfo(fn func(port int) (head, tail []byte)) { e.infoFn = fn 
 // Addr is the bound client address.
 func (e *Engine) Addr() *net.TCPAddr { return e.addr }
 
+// MaxPayload is the server's max_payload, for JetStream's check of a message it builds
+// itself (a counter's total); it may change on a reload.
+func (e *Engine) MaxPayload() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg.MaxPayload
+}
+
 // NumConns is the number of open client connections.
 func (e *Engine) NumConns() int64 { return e.conns.Load() }
 
