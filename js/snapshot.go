@@ -351,9 +351,12 @@ func (rs *restore) run() result {
 		return result{err: e}
 	}
 	cfg.Name = rs.name
+	// nats-server makes a restored stream anew: its created time is the restore's, not the
+	// snapshot's.
+	created := time.Now().UTC()
 	// Written without a sync per message; the store syncs as it stops, before the stream
 	// is opened for real.
-	s, err := openStreamWith(a, cfg, meta.Created, true, time.Hour)
+	s, err := openStreamWith(a, cfg, created, true, time.Hour)
 	if err != nil {
 		return result{err: err}
 	}
@@ -402,7 +405,7 @@ func (rs *restore) run() result {
 			_ = removeAll(j.cfg.FS, filepath.Join(a.dir, "streams", cfg.Name))
 			return result{err: err}
 		}
-		if s, err = openStream(a, cfg, meta.Created, false); err != nil {
+		if s, err = openStream(a, cfg, created, false); err != nil {
 			_ = removeAll(j.cfg.FS, filepath.Join(a.dir, "streams", cfg.Name))
 			return result{err: err}
 		}

@@ -216,11 +216,11 @@ func (s *stream) stop(remove bool) error {
 	s.imu.Unlock()
 	err := s.store.Stop()
 	s.ic.Close()
+	// The stream's bytes leave the account's usage with it, whatever its storage: a store
+	// opened again (a restart, the reopen that ends a restore) reports them afresh.
+	st := s.config().Storage
+	s.a.usage(st, -int64(s.store.FastState().Bytes))
 	if remove {
-		st := s.config().Storage
-		if st == MemoryStorage {
-			s.a.usage(st, -int64(s.store.FastState().Bytes))
-		}
 		if err := removeAll(s.a.js.cfg.FS, s.dir); err != nil && st == FileStorage {
 			return err
 		}
