@@ -123,7 +123,7 @@ func (a *account) handleAPI(m *loop.WorkMsg) {
 		a.respondErr(r.reply, typ, JSNotEnabledForAccountErr)
 		return
 	}
-	if v, ok := header(r.hdr, hdrRequiredAPILevel); ok {
+	if v, _ := header(r.hdr, hdrRequiredAPILevel); len(v) > 0 { // an empty value requires nothing
 		if n, err := strconv.Atoi(string(v)); err != nil || n > APILevel {
 			a.respondErr(r.reply, typ, JSRequiredApiLevelErr)
 			return
@@ -246,13 +246,13 @@ func (a *account) streamOf(r *apiReq, typ string, i int) *stream {
 	return s
 }
 
-type streamConfigRequest struct {
+type StreamConfigRequest struct {
 	StreamConfig
 	Pedantic bool `json:"pedantic,omitempty"`
 }
 
 func (a *account) apiStreamCreate(r *apiReq, typ string) {
-	var req streamConfigRequest
+	var req StreamConfigRequest
 	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
@@ -282,6 +282,7 @@ func (a *account) apiStreamCreate(r *apiReq, typ string) {
 		return
 	}
 	info := s.info(false, "")
+	info.Domain = "" // nats-server names the domain in every stream info but the create reply's
 	a.respond(r.reply, streamCreateResponse{apiResponse{Type: typ}, &info, true})
 }
 
@@ -376,7 +377,7 @@ func subjectsOverlap(a, b []string) bool {
 }
 
 func (a *account) apiStreamUpdate(r *apiReq, typ string) {
-	var req streamConfigRequest
+	var req StreamConfigRequest
 	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
@@ -472,13 +473,14 @@ func (a *account) apiStreamDelete(r *apiReq, typ string) {
 }
 
 func (a *account) apiStreamInfo(r *apiReq, typ string) {
-	s := a.streamOf(r, typ, 2)
-	if s == nil {
+	// The request is read before the stream is looked up, as nats-server does.
+	var req JSApiStreamInfoRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
 		return
 	}
-	var req streamInfoRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
+	s := a.streamOf(r, typ, 2)
+	if s == nil {
 		return
 	}
 	info := s.info(req.DeletedDetails, req.SubjectsFilter)
@@ -518,8 +520,8 @@ func (a *account) names(filter string) []*stream {
 }
 
 func (a *account) apiStreamNames(r *apiReq, typ string) {
-	var req streamNamesRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
+	var req JSApiStreamNamesRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
@@ -535,8 +537,8 @@ func (a *account) apiStreamNames(r *apiReq, typ string) {
 }
 
 func (a *account) apiStreamList(r *apiReq, typ string) {
-	var req streamNamesRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
+	var req JSApiStreamListRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
@@ -554,13 +556,18 @@ func (a *account) apiStreamList(r *apiReq, typ string) {
 }
 
 func (a *account) apiStreamPurge(r *apiReq, typ string) {
-	s := a.streamOf(r, typ, 2)
-	if s == nil {
+	// nats-server reads and checks the request before it looks the stream up.
+	var req JSApiStreamPurgeRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
 		return
 	}
-	var req streamPurgeRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
+	if req.Sequence > 0 && req.Keep > 0 {
+		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return
+	}
+	s := a.streamOf(r, typ, 2)
+	if s == nil {
 		return
 	}
 	cfg := s.config()
@@ -576,10 +583,6 @@ func (a *account) apiStreamPurge(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, JSStreamPurgeFailedF.with("err", "invalid subject"))
 		return
 	}
-	if req.Sequence > 0 && req.Keep > 0 {
-		a.respondErr(r.reply, typ, JSBadRequestErr)
-		return
-	}
 	s.settle()
 	n, err := s.store.PurgeEx(req.Subject, req.Sequence, req.Keep)
 	if err != nil {
@@ -590,6 +593,16 @@ func (a *account) apiStreamPurge(r *apiReq, typ string) {
 }
 
 func (a *account) apiMsgDelete(r *apiReq, typ string) {
+	// nats-server reads the request before it looks the stream up.
+	var req JSApiMsgDeleteRequest
+	if emptyRequest(r.body) {
+		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return
+	}
+	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
 	s := a.streamOf(r, typ, 3)
 	if s == nil {
 		return
@@ -601,15 +614,6 @@ func (a *account) apiMsgDelete(r *apiReq, typ string) {
 	}
 	if cfg.DenyDelete {
 		a.respondErr(r.reply, typ, JSStreamMsgDeleteFailedF.with("err", "message delete not permitted"))
-		return
-	}
-	var req msgDeleteRequest
-	if len(r.body) == 0 {
-		a.respondErr(r.reply, typ, JSBadRequestErr)
-		return
-	}
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
 		return
 	}
 	s.settle()
@@ -632,12 +636,9 @@ func (a *account) apiMsgDelete(r *apiReq, typ string) {
 }
 
 func (a *account) apiMsgGet(r *apiReq, typ string) {
-	s := a.streamOf(r, typ, 3)
-	if s == nil {
-		return
-	}
-	var req msgGetRequest
-	if len(r.body) == 0 {
+	// nats-server reads and checks the request before it looks the stream up.
+	var req JSApiMsgGetRequest
+	if emptyRequest(r.body) {
 		a.respondErr(r.reply, typ, JSBadRequestErr)
 		return
 	}
@@ -647,6 +648,10 @@ func (a *account) apiMsgGet(r *apiReq, typ string) {
 	}
 	if bad := badGetRequest(&req, false); bad {
 		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return
+	}
+	s := a.streamOf(r, typ, 3)
+	if s == nil {
 		return
 	}
 	sm, err := s.get(&req)
@@ -659,7 +664,7 @@ func (a *account) apiMsgGet(r *apiReq, typ string) {
 }
 
 // badGetRequest applies nats-server's rules on which MSG.GET fields go together.
-func badGetRequest(req *msgGetRequest, direct bool) bool {
+func badGetRequest(req *JSApiMsgGetRequest, direct bool) bool {
 	n := 0
 	if req.Seq > 0 {
 		n++
@@ -686,7 +691,7 @@ func badGetRequest(req *msgGetRequest, direct bool) bool {
 }
 
 // get loads the message a MSG.GET request names.
-func (s *stream) get(req *msgGetRequest) (*filestore.StoredMsg, error) {
+func (s *stream) get(req *JSApiMsgGetRequest) (*filestore.StoredMsg, error) {
 	switch {
 	case req.Seq > 0 && req.NextFor == "":
 		return s.store.LoadMsg(req.Seq)

@@ -38,7 +38,7 @@ const (
 	snapshotAckTimeout = 5 * time.Second
 )
 
-type snapshotRequest struct {
+type JSApiStreamSnapshotRequest struct {
 	DeliverSubject string `json:"deliver_subject"`
 	NoConsumers    bool   `json:"no_consumers,omitempty"`
 	ChunkSize      int    `json:"chunk_size,omitempty"`
@@ -52,7 +52,7 @@ type snapshotResponse struct {
 	State  *StreamState  `json:"state,omitempty"`
 }
 
-type restoreRequest struct {
+type JSApiStreamRestoreRequest struct {
 	Config StreamConfig `json:"config"`
 	State  StreamState  `json:"state"`
 }
@@ -74,7 +74,7 @@ func (a *account) apiSnapshot(r *apiReq, typ string) {
 	if s == nil {
 		return
 	}
-	var req snapshotRequest
+	var req JSApiStreamSnapshotRequest
 	if len(r.body) == 0 {
 		a.respondErr(r.reply, typ, JSBadRequestErr)
 		return
@@ -142,7 +142,7 @@ func (s *stream) writeSnapshot(w io.Writer, first, last uint64) error {
 }
 
 // sendSnapshot streams the snapshot to the client in acknowledged chunks.
-func (s *stream) sendSnapshot(req *snapshotRequest, first, last uint64) error {
+func (s *stream) sendSnapshot(req *JSApiStreamSnapshotRequest, first, last uint64) error {
 	a := s.a
 	chunkSize, wnd := req.ChunkSize, req.WindowSize
 	if chunkSize == 0 {
@@ -217,7 +217,7 @@ func (s *stream) sendSnapshot(req *snapshotRequest, first, last uint64) error {
 }
 
 func (a *account) apiRestore(r *apiReq, typ string) {
-	var req restoreRequest
+	var req JSApiStreamRestoreRequest
 	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return

@@ -181,7 +181,12 @@ func (s *stream) subscribe(cfg *StreamConfig) error {
 	}
 	s.dsub = s.dsub[:0]
 	if cfg.AllowDirect && s.a.direct != nil {
-		for _, subj := range []string{"$JS.API.DIRECT.GET." + s.name, "$JS.API.DIRECT.GET." + s.name + ".>"} {
+		subjs := []string{"$JS.API.DIRECT.GET." + s.name, "$JS.API.DIRECT.GET." + s.name + ".>"}
+		if d := s.a.js.cfg.Domain; d != "" {
+			// nats-server maps the domain's API onto its own, direct gets included.
+			subjs = append(subjs, "$JS."+d+".API.DIRECT.GET."+s.name, "$JS."+d+".API.DIRECT.GET."+s.name+".>")
+		}
+		for _, subj := range subjs {
 			sub, err := s.a.direct.Worker(subj, "_sys_", s.directGet)
 			if err != nil {
 				return err
