@@ -140,7 +140,23 @@ func (a *account) audit(r *apiReq) {
 	if !a.acc.HasInterest(subj) {
 		return
 	}
-	o := r.from
+	client := a.clientInfo(r.from)
+	prefix := "$JS.API."
+	doc := map[string]any{"type": "io.nats.jetstream.advisory.v1.api_audit", "id": randomID(),
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "server": a.js.cfg.ServerName,
+		"client": client, "subject": prefix + r.subject, "response": string(a.lastResp)}
+	if len(r.body) > 0 {
+		doc["request"] = string(r.body)
+	}
+	if d := a.js.cfg.Domain; d != "" {
+		doc["domain"] = d
+	}
+	b, _ := json.Marshal(doc)
+	_ = a.api.Publish(subj, "", nil, b)
+}
+
+// clientInfo is the requester as advisories name it.
+func (a *account) clientInfo(o loop.Origin) map[string]any {
 	client := map[string]any{"acc": o.Account, "server": a.js.cfg.ServerName}
 	if !o.Start.IsZero() {
 		client["start"] = o.Start.UTC().Format(time.RFC3339Nano)
@@ -156,15 +172,10 @@ func (a *account) audit(r *apiReq) {
 	if o.RTT > 0 {
 		client["rtt"] = o.RTT
 	}
-	prefix := "$JS.API."
-	doc := map[string]any{"type": "io.nats.jetstream.advisory.v1.api_audit", "id": randomID(),
-		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "server": a.js.cfg.ServerName,
-		"client": client, "subject": prefix + r.subject, "request": string(r.body), "response": string(a.lastResp)}
-	if d := a.js.cfg.Domain; d != "" {
-		doc["domain"] = d
+	if o.Kind == loop.KindClient {
+		client["kind"], client["client_type"] = "Client", "nats"
 	}
-	b, _ := json.Marshal(doc)
-	_ = a.api.Publish(subj, "", nil, b)
+	return client
 }
 
 type handler func(r *apiReq, typ string)
