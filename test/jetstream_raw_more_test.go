@@ -429,24 +429,22 @@ func TestJetStreamRawAdvisories(t *testing.T) {
 				snap, chunks, _ := snapshotChunks(t, nc, "S", `{"deliver_subject":"DELIVER"}`)
 				rawAPI(t, nc, "$JS.API.STREAM.DELETE.S", "")
 				restoreChunks(t, nc, "S", snap, chunks)
-				// The last request's audit ends what is collected.
-				const marker = `{"subject":"end.of.test"}`
-				rawAPI(t, nc, api+"STREAM.NAMES", marker)
+				rawAPI(t, nc, api+"STREAM.NAMES", `{"subject":"end.of.test"}`)
 				var advs []map[string]any
+				seen := map[string]bool{}
+				marker := false
 				for {
 					m, err := sub.NextMsg(jsAPITimeout)
 					if err != nil {
 						t.Fatalf("after %d advisories: %v", len(advs), err)
 					}
 					a := advisoryObs(t, m)
-					if a["on"] == "$JS.EVENT.ADVISORY.API" {
-						// The snapshot's and restore's flow subjects are the server's own.
-						if s, _ := a["subject"].(string); strings.Contains(s, "SNAPSHOT.ACK") || strings.Contains(s, "RESTORE.S.") {
-							continue
-						}
-					}
 					advs = append(advs, a)
-					if a["subject"] == "$JS.API.STREAM.NAMES" { // the marker's audit
+					seen[a["on"].(string)] = true
+					marker = marker || a["subject"] == "$JS.API.STREAM.NAMES"
+					// The marker's audit ends it, once the snapshot's end (told in the
+					// background as the snapshot finishes) is in too.
+					if marker && seen["$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.S"] {
 						break
 					}
 				}
