@@ -270,7 +270,7 @@ func errorDoc(typ string, e *APIError) any {
 	case "stream_names_response":
 		return streamNamesResponse{apiResponse: r}
 	case "stream_list_response":
-		return streamListResponse{apiResponse: r}
+		return streamListResponse{apiResponse: r, Streams: []*StreamInfo{}}
 	case "consumer_names_response":
 		return consumerNamesResponse{apiResponse: r}
 	case "consumer_list_response":

@@ -123,7 +123,7 @@ func (a *account) handleAPI(m *loop.WorkMsg) {
 		a.respondErr(r.reply, typ, JSNotEnabledForAccountErr)
 		return
 	}
-	if v, ok := header(r.hdr, hdrRequiredAPILevel); ok {
+	if v, _ := header(r.hdr, hdrRequiredAPILevel); len(v) > 0 { // an empty value requires nothing
 		if n, err := strconv.Atoi(string(v)); err != nil || n > APILevel {
 			a.respondErr(r.reply, typ, JSRequiredApiLevelErr)
 			return
@@ -140,7 +140,23 @@ func (a *account) audit(r *apiReq) {
 	if !a.acc.HasInterest(subj) {
 		return
 	}
-	o := r.from
+	client := a.clientInfo(r.from)
+	prefix := "$JS.API."
+	doc := map[string]any{"type": "io.nats.jetstream.advisory.v1.api_audit", "id": randomID(),
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "server": a.js.cfg.ServerName,
+		"client": client, "subject": prefix + r.subject, "response": string(a.lastResp)}
+	if len(r.body) > 0 {
+		doc["request"] = string(r.body)
+	}
+	if d := a.js.cfg.Domain; d != "" {
+		doc["domain"] = d
+	}
+	b, _ := json.Marshal(doc)
+	_ = a.api.Publish(subj, "", nil, b)
+}
+
+// clientInfo is the requester as advisories name it.
+func (a *account) clientInfo(o loop.Origin) map[string]any {
 	client := map[string]any{"acc": o.Account, "server": a.js.cfg.ServerName}
 	if !o.Start.IsZero() {
 		client["start"] = o.Start.UTC().Format(time.RFC3339Nano)
@@ -156,15 +172,10 @@ func (a *account) audit(r *apiReq) {
 	if o.RTT > 0 {
 		client["rtt"] = o.RTT
 	}
-	prefix := "$JS.API."
-	doc := map[string]any{"type": "io.nats.jetstream.advisory.v1.api_audit", "id": randomID(),
-		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "server": a.js.cfg.ServerName,
-		"client": client, "subject": prefix + r.subject, "request": string(r.body), "response": string(a.lastResp)}
-	if d := a.js.cfg.Domain; d != "" {
-		doc["domain"] = d
+	if o.Kind == loop.KindClient {
+		client["kind"], client["client_type"] = "Client", "nats"
 	}
-	b, _ := json.Marshal(doc)
-	_ = a.api.Publish(subj, "", nil, b)
+	return client
 }
 
 type handler func(r *apiReq, typ string)
@@ -246,13 +257,13 @@ func (a *account) streamOf(r *apiReq, typ string, i int) *stream {
 	return s
 }
 
-type streamConfigRequest struct {
+type StreamConfigRequest struct {
 	StreamConfig
 	Pedantic bool `json:"pedantic,omitempty"`
 }
 
 func (a *account) apiStreamCreate(r *apiReq, typ string) {
-	var req streamConfigRequest
+	var req StreamConfigRequest
 	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
@@ -282,6 +293,7 @@ func (a *account) apiStreamCreate(r *apiReq, typ string) {
 		return
 	}
 	info := s.info(false, "")
+	info.Domain = "" // nats-server names the domain in every stream info but the create reply's
 	a.respond(r.reply, streamCreateResponse{apiResponse{Type: typ}, &info, true})
 }
 
@@ -376,7 +388,7 @@ func subjectsOverlap(a, b []string) bool {
 }
 
 func (a *account) apiStreamUpdate(r *apiReq, typ string) {
-	var req streamConfigRequest
+	var req StreamConfigRequest
 	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
@@ -472,13 +484,14 @@ func (a *account) apiStreamDelete(r *apiReq, typ string) {
 }
 
 func (a *account) apiStreamInfo(r *apiReq, typ string) {
-	s := a.streamOf(r, typ, 2)
-	if s == nil {
+	// The request is read before the stream is looked up, as nats-server does.
+	var req JSApiStreamInfoRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
 		return
 	}
-	var req streamInfoRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
+	s := a.streamOf(r, typ, 2)
+	if s == nil {
 		return
 	}
 	info := s.info(req.DeletedDetails, req.SubjectsFilter)
@@ -518,8 +531,8 @@ func (a *account) names(filter string) []*stream {
 }
 
 func (a *account) apiStreamNames(r *apiReq, typ string) {
-	var req streamNamesRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
+	var req JSApiStreamNamesRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
@@ -535,8 +548,8 @@ func (a *account) apiStreamNames(r *apiReq, typ string) {
 }
 
 func (a *account) apiStreamList(r *apiReq, typ string) {
-	var req streamNamesRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
+	var req JSApiStreamListRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
@@ -554,13 +567,18 @@ func (a *account) apiStreamList(r *apiReq, typ string) {
 }
 
 func (a *account) apiStreamPurge(r *apiReq, typ string) {
-	s := a.streamOf(r, typ, 2)
-	if s == nil {
+	// nats-server reads and checks the request before it looks the stream up.
+	var req JSApiStreamPurgeRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
 		return
 	}
-	var req streamPurgeRequest
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
+	if req.Sequence > 0 && req.Keep > 0 {
+		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return
+	}
+	s := a.streamOf(r, typ, 2)
+	if s == nil {
 		return
 	}
 	cfg := s.config()
@@ -576,10 +594,6 @@ func (a *account) apiStreamPurge(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, JSStreamPurgeFailedF.with("err", "invalid subject"))
 		return
 	}
-	if req.Sequence > 0 && req.Keep > 0 {
-		a.respondErr(r.reply, typ, JSBadRequestErr)
-		return
-	}
 	defer s.lockCounters()()
 	s.settle()
 	n, err := s.store.PurgeEx(req.Subject, req.Sequence, req.Keep)
@@ -591,6 +605,16 @@ func (a *account) apiStreamPurge(r *apiReq, typ string) {
 }
 
 func (a *account) apiMsgDelete(r *apiReq, typ string) {
+	// nats-server reads the request before it looks the stream up.
+	var req JSApiMsgDeleteRequest
+	if emptyRequest(r.body) {
+		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return
+	}
+	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
 	s := a.streamOf(r, typ, 3)
 	if s == nil {
 		return
@@ -602,15 +626,6 @@ func (a *account) apiMsgDelete(r *apiReq, typ string) {
 	}
 	if cfg.DenyDelete {
 		a.respondErr(r.reply, typ, JSStreamMsgDeleteFailedF.with("err", "message delete not permitted"))
-		return
-	}
-	var req msgDeleteRequest
-	if len(r.body) == 0 {
-		a.respondErr(r.reply, typ, JSBadRequestErr)
-		return
-	}
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
 		return
 	}
 	defer s.lockCounters()()
@@ -634,12 +649,9 @@ func (a *account) apiMsgDelete(r *apiReq, typ string) {
 }
 
 func (a *account) apiMsgGet(r *apiReq, typ string) {
-	s := a.streamOf(r, typ, 3)
-	if s == nil {
-		return
-	}
-	var req msgGetRequest
-	if len(r.body) == 0 {
+	// nats-server reads and checks the request before it looks the stream up.
+	var req JSApiMsgGetRequest
+	if emptyRequest(r.body) {
 		a.respondErr(r.reply, typ, JSBadRequestErr)
 		return
 	}
@@ -649,6 +661,10 @@ func (a *account) apiMsgGet(r *apiReq, typ string) {
 	}
 	if bad := badGetRequest(&req, false); bad {
 		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return
+	}
+	s := a.streamOf(r, typ, 3)
+	if s == nil {
 		return
 	}
 	sm, err := s.get(&req)
@@ -661,7 +677,7 @@ func (a *account) apiMsgGet(r *apiReq, typ string) {
 }
 
 // badGetRequest applies nats-server's rules on which MSG.GET fields go together.
-func badGetRequest(req *msgGetRequest, direct bool) bool {
+func badGetRequest(req *JSApiMsgGetRequest, direct bool) bool {
 	n := 0
 	if req.Seq > 0 {
 		n++
@@ -688,7 +704,7 @@ func badGetRequest(req *msgGetRequest, direct bool) bool {
 }
 
 // get loads the message a MSG.GET request names.
-func (s *stream) get(req *msgGetRequest) (*filestore.StoredMsg, error) {
+func (s *stream) get(req *JSApiMsgGetRequest) (*filestore.StoredMsg, error) {
 	switch {
 	case req.Seq > 0 && req.NextFor == "":
 		return s.store.LoadMsg(req.Seq)

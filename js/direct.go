@@ -38,7 +38,7 @@ func (s *stream) directGet(m *loop.WorkMsg) {
 		return
 	}
 	send := func(hdr, data []byte) { _ = s.a.direct.Publish(m.Reply, "", hdr, data) }
-	if v, ok := header(m.Hdr, hdrRequiredAPILevel); ok {
+	if v, _ := header(m.Hdr, hdrRequiredAPILevel); len(v) > 0 {
 		if n, err := strconv.Atoi(string(v)); err != nil || n > APILevel {
 			send(status("412 Required Api Level"), nil)
 			return
@@ -48,7 +48,7 @@ func (s *stream) directGet(m *loop.WorkMsg) {
 	if d := s.a.js.cfg.Domain; d != "" && strings.HasPrefix(m.Subject, "$JS."+d+".") {
 		prefix = "$JS." + d + ".API.DIRECT.GET." + s.name
 	}
-	var req msgGetRequest
+	var req JSApiMsgGetRequest
 	if key, ok := strings.CutPrefix(m.Subject, prefix+"."); ok {
 		if len(m.Data) > 0 && json.Unmarshal(m.Data, &req) != nil {
 			send(status("408 Malformed Request"), nil)
@@ -107,14 +107,14 @@ func (s *stream) stamped(sm *filestore.StoredMsg, batch bool, np, lseq uint64) [
 	return h
 }
 
-func (s *stream) maxBytes(req *msgGetRequest) int {
+func (s *stream) maxBytes(req *JSApiMsgGetRequest) int {
 	if req.MaxBytes > 0 {
 		return req.MaxBytes
 	}
 	return 64 << 20 // the server's max_pending, as nats-server bounds a batch
 }
 
-func (s *stream) directBatch(req *msgGetRequest, send func(hdr, data []byte)) {
+func (s *stream) directBatch(req *JSApiMsgGetRequest, send func(hdr, data []byte)) {
 	seq := req.Seq
 	if req.StartTime != nil {
 		seq = s.store.GetSeqFromTime(*req.StartTime)
@@ -170,7 +170,7 @@ func (s *stream) directBatch(req *msgGetRequest, send func(hdr, data []byte)) {
 	}
 }
 
-func (s *stream) directMulti(req *msgGetRequest, send func(hdr, data []byte)) {
+func (s *stream) directMulti(req *JSApiMsgGetRequest, send func(hdr, data []byte)) {
 	upTo := req.UpToSeq
 	st := s.store.FastState()
 	if req.UpToTime != nil {

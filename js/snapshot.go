@@ -38,7 +38,7 @@ const (
 	snapshotAckTimeout = 5 * time.Second
 )
 
-type snapshotRequest struct {
+type JSApiStreamSnapshotRequest struct {
 	DeliverSubject string `json:"deliver_subject"`
 	NoConsumers    bool   `json:"no_consumers,omitempty"`
 	ChunkSize      int    `json:"chunk_size,omitempty"`
@@ -52,7 +52,7 @@ type snapshotResponse struct {
 	State  *StreamState  `json:"state,omitempty"`
 }
 
-type restoreRequest struct {
+type JSApiStreamRestoreRequest struct {
 	Config StreamConfig `json:"config"`
 	State  StreamState  `json:"state"`
 }
@@ -70,15 +70,16 @@ type snapMeta struct {
 }
 
 func (a *account) apiSnapshot(r *apiReq, typ string) {
+	// An empty request is refused before the stream is looked up, as by nats-server.
+	if emptyRequest(r.body) {
+		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return
+	}
 	s := a.streamOf(r, typ, 2)
 	if s == nil {
 		return
 	}
-	var req snapshotRequest
-	if len(r.body) == 0 {
-		a.respondErr(r.reply, typ, JSBadRequestErr)
-		return
-	}
+	var req JSApiStreamSnapshotRequest
 	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
@@ -89,19 +90,21 @@ func (a *account) apiSnapshot(r *apiReq, typ string) {
 	}
 	s.settle()
 	info := s.info(false, "")
-	cfg := info.Config
+	cfg := *s.config() // the stored configuration, without the server's dynamic metadata
 	a.respond(r.reply, snapshotResponse{apiResponse{Type: typ}, &cfg, &info.State})
-	a.advise("STREAM.SNAPSHOT_CREATE."+s.name, "stream_snapshot_create", map[string]any{"stream": s.name,
-		"state": info.State})
+	client := a.clientInfo(r.from)
+	a.advise("STREAM.SNAPSHOT_CREATE."+s.name, "snapshot_create", map[string]any{"stream": s.name,
+		"state": info.State, "client": client})
 	start := time.Now()
 	go func() {
 		err := s.sendSnapshot(&req, info.State.FirstSeq, info.State.LastSeq)
 		fields := map[string]any{"stream": s.name, "start": start.UTC().Format(time.RFC3339Nano),
-			"end": time.Now().UTC().Format(time.RFC3339Nano)}
+			"end": time.Now().UTC().Format(time.RFC3339Nano), "client": client}
 		if err != nil {
 			a.js.warnf("Snapshot for stream '%s > %s' failed: %v", a.name, s.name, err)
+			fields["error"] = err.Error()
 		}
-		a.advise("STREAM.SNAPSHOT_COMPLETE."+s.name, "stream_snapshot_complete", fields)
+		a.advise("STREAM.SNAPSHOT_COMPLETE."+s.name, "snapshot_complete", fields)
 	}()
 }
 
@@ -142,7 +145,7 @@ func (s *stream) writeSnapshot(w io.Writer, first, last uint64) error {
 }
 
 // sendSnapshot streams the snapshot to the client in acknowledged chunks.
-func (s *stream) sendSnapshot(req *snapshotRequest, first, last uint64) error {
+func (s *stream) sendSnapshot(req *JSApiStreamSnapshotRequest, first, last uint64) error {
 	a := s.a
 	chunkSize, wnd := req.ChunkSize, req.WindowSize
 	if chunkSize == 0 {
@@ -186,7 +189,9 @@ func (s *stream) sendSnapshot(req *snapshotRequest, first, last uint64) error {
 	chunk := make([]byte, chunkSize)
 	timer := time.NewTimer(snapshotAckTimeout)
 	defer timer.Stop()
-	end := []byte("NATS/1.0 204\r\n\r\n")
+	// As nats-server: full chunks carry the reply to acknowledge them, the last short one
+	// none, and the end says 204 only when a full chunk went before it.
+	var end []byte
 	var result error
 	for index := 1; ; index++ {
 		select {
@@ -200,24 +205,28 @@ func (s *stream) sendSnapshot(req *snapshotRequest, first, last uint64) error {
 			return errors.New("no interest")
 		}
 		n, err := io.ReadFull(pr, chunk)
-		if n > 0 {
-			send(nil, chunk[:n], fmt.Sprintf("%s.%d.%d", ackSubj, n, index))
-			timer.Reset(snapshotAckTimeout)
-		}
 		if err != nil {
+			if n > 0 {
+				send(nil, chunk[:n], "")
+			}
 			if err != io.EOF && err != io.ErrUnexpectedEOF {
 				end = fmt.Appendf(nil, "NATS/1.0 500 %s\r\n\r\n", err)
 				result = err
 			}
 			break
 		}
+		if end == nil {
+			end = []byte("NATS/1.0 204\r\n\r\n")
+		}
+		send(nil, chunk, fmt.Sprintf("%s.%d.%d", ackSubj, n, index))
+		timer.Reset(snapshotAckTimeout)
 	}
 	send(end, nil, "")
 	return result
 }
 
 func (a *account) apiRestore(r *apiReq, typ string) {
-	var req restoreRequest
+	var req JSApiStreamRestoreRequest
 	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
@@ -244,9 +253,10 @@ func (a *account) apiRestore(r *apiReq, typ string) {
 		return
 	}
 	a.js.noticef("Starting restore for stream '%s > %s'", a.name, name)
-	a.advise("STREAM.RESTORE_CREATE."+name, "stream_restore_create", map[string]any{"stream": name})
+	client := a.clientInfo(r.from)
+	a.advise("STREAM.RESTORE_CREATE."+name, "restore_create", map[string]any{"stream": name, "client": client})
 	subj := "$JS.SNAPSHOT.RESTORE." + name + "." + randomID()
-	rs := &restore{a: a, name: name, start: time.Now()}
+	rs := &restore{a: a, name: name, start: time.Now(), client: client}
 	rs.pr, rs.pw = io.Pipe()
 	rs.done = make(chan result, 1)
 	go func() { rs.done <- rs.run() }()
@@ -278,6 +288,8 @@ type restore struct {
 	sub      *loop.Subscription
 	activity *time.Timer
 	once     sync.Once
+	bytes    int64          // what the client sent
+	client   map[string]any // who asked, for the advisories
 }
 
 func (rs *restore) finish() {
@@ -303,10 +315,10 @@ func (rs *restore) chunk(m *loop.WorkMsg) {
 	}
 	rs.activity.Reset(snapshotAckTimeout * 2)
 	if len(m.Data) > 0 {
-		if _, err := rs.pw.Write(m.Data); err != nil {
-			rs.finish()
-			a.respondErr(m.Reply, typ, JSStreamRestoreErrF.withErr(err))
-			return
+		// A write fails once run has given up; as nats-server, the chunks are still
+		// acknowledged and the last one is answered with why.
+		if n, err := rs.pw.Write(m.Data); err == nil {
+			rs.bytes += int64(n)
 		}
 		_ = a.api.Publish(m.Reply, "", nil, nil)
 		return
@@ -315,13 +327,19 @@ func (rs *restore) chunk(m *loop.WorkMsg) {
 	rs.pw.Close()
 	rs.finish()
 	res := <-rs.done
+	if res.err == nil {
+		// The restored stream is a new one, announced as nats-server announces it.
+		a.advise("STREAM.CREATED."+rs.name, "stream_action", map[string]any{"stream": rs.name, "action": "create"})
+	}
+	a.advise("STREAM.RESTORE_COMPLETE."+rs.name, "restore_complete", map[string]any{"stream": rs.name,
+		"start": rs.start.UTC().Format(time.RFC3339Nano), "end": time.Now().UTC().Format(time.RFC3339Nano),
+		"bytes": rs.bytes, "client": rs.client})
 	if res.err != nil {
 		a.respondErr(m.Reply, typ, JSStreamRestoreErrF.withErr(res.err))
 		return
 	}
-	a.advise("STREAM.RESTORE_COMPLETE."+rs.name, "stream_restore_complete", map[string]any{"stream": rs.name,
-		"start": rs.start.UTC().Format(time.RFC3339Nano), "end": time.Now().UTC().Format(time.RFC3339Nano)})
 	info := res.s.info(false, "")
+	info.Domain = "" // as in the create reply
 	a.respond(m.Reply, streamCreateResponse{apiResponse{Type: typ}, &info, false})
 }
 
@@ -351,9 +369,12 @@ func (rs *restore) run() result {
 		return result{err: e}
 	}
 	cfg.Name = rs.name
+	// nats-server makes a restored stream anew: its created time is the restore's, not the
+	// snapshot's.
+	created := time.Now().UTC()
 	// Written without a sync per message; the store syncs as it stops, before the stream
 	// is opened for real.
-	s, err := openStreamWith(a, cfg, meta.Created, true, time.Hour)
+	s, err := openStreamWith(a, cfg, created, true, time.Hour)
 	if err != nil {
 		return result{err: err}
 	}
@@ -402,7 +423,7 @@ func (rs *restore) run() result {
 			_ = removeAll(j.cfg.FS, filepath.Join(a.dir, "streams", cfg.Name))
 			return result{err: err}
 		}
-		if s, err = openStream(a, cfg, meta.Created, false); err != nil {
+		if s, err = openStream(a, cfg, created, false); err != nil {
 			_ = removeAll(j.cfg.FS, filepath.Join(a.dir, "streams", cfg.Name))
 			return result{err: err}
 		}

@@ -186,7 +186,12 @@ func (s *stream) subscribe(cfg *StreamConfig) error {
 	}
 	s.dsub = s.dsub[:0]
 	if cfg.AllowDirect && s.a.direct != nil {
-		for _, subj := range []string{"$JS.API.DIRECT.GET." + s.name, "$JS.API.DIRECT.GET." + s.name + ".>"} {
+		subjs := []string{"$JS.API.DIRECT.GET." + s.name, "$JS.API.DIRECT.GET." + s.name + ".>"}
+		if d := s.a.js.cfg.Domain; d != "" {
+			// nats-server maps the domain's API onto its own, direct gets included.
+			subjs = append(subjs, "$JS."+d+".API.DIRECT.GET."+s.name, "$JS."+d+".API.DIRECT.GET."+s.name+".>")
+		}
+		for _, subj := range subjs {
 			sub, err := s.a.direct.Worker(subj, "_sys_", s.directGet)
 			if err != nil {
 				return err
@@ -221,11 +226,11 @@ func (s *stream) stop(remove bool) error {
 	s.imu.Unlock()
 	err := s.store.Stop()
 	s.ic.Close()
+	// The stream's bytes leave the account's usage with it, whatever its storage: a store
+	// opened again (a restart, the reopen that ends a restore) reports them afresh.
+	st := s.config().Storage
+	s.a.usage(st, -int64(s.store.FastState().Bytes))
 	if remove {
-		st := s.config().Storage
-		if st == MemoryStorage {
-			s.a.usage(st, -int64(s.store.FastState().Bytes))
-		}
 		if err := removeAll(s.a.js.cfg.FS, s.dir); err != nil && st == FileStorage {
 			return err
 		}

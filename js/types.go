@@ -1,8 +1,11 @@
 package js
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 )
@@ -219,41 +222,45 @@ type LostStreamData struct {
 	Bytes uint64   `json:"bytes"`
 }
 
-// apiPaged and apiPagedRequest are the list calls' paging.
+// apiPaged and ApiPagedRequest are the list calls' paging.
 type apiPaged struct {
 	Total  int `json:"total"`
 	Offset int `json:"offset"`
 	Limit  int `json:"limit"`
 }
 
-type apiPagedRequest struct {
+// The API's request types carry nats-server's names: a request that does not decode is
+// answered with encoding/json's error text, which names the type and its embedded fields.
+type ApiPagedRequest struct {
 	Offset int `json:"offset"`
 }
 
-type streamNamesRequest struct {
-	apiPagedRequest
+type JSApiStreamListRequest JSApiStreamNamesRequest
+
+type JSApiStreamNamesRequest struct {
+	ApiPagedRequest
 	Subject string `json:"subject,omitempty"`
 }
 
-type streamInfoRequest struct {
-	apiPagedRequest
+type JSApiStreamInfoRequest struct {
+	ApiPagedRequest
 	DeletedDetails bool   `json:"deleted_details,omitempty"`
 	SubjectsFilter string `json:"subjects_filter,omitempty"`
 }
 
-type streamPurgeRequest struct {
+type JSApiStreamPurgeRequest struct {
 	Subject  string `json:"filter,omitempty"`
 	Sequence uint64 `json:"seq,omitempty"`
 	Keep     uint64 `json:"keep,omitempty"`
 }
 
-type msgDeleteRequest struct {
+type JSApiMsgDeleteRequest struct {
 	Seq     uint64 `json:"seq"`
 	NoErase bool   `json:"no_erase,omitempty"`
 }
 
-// msgGetRequest is STREAM.MSG.GET's and DIRECT.GET's body.
-type msgGetRequest struct {
+// JSApiMsgGetRequest is STREAM.MSG.GET's and DIRECT.GET's body.
+type JSApiMsgGetRequest struct {
 	Seq          uint64     `json:"seq,omitempty"`
 	LastFor      string     `json:"last_by_subj,omitempty"`
 	NextFor      string     `json:"next_by_subj,omitempty"`
@@ -322,12 +329,52 @@ func decode(body []byte, v any, strict bool) *APIError {
 	if len(body) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if strict {
-		dec.DisallowUnknownFields()
+	// As nats-server: every JSON value in the body is decoded into v in turn (the last
+	// wins); a syntax error says where; when not strict, what fails strictly is decoded
+	// again leniently.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	for {
+		err := dec.Decode(v)
+		if err == io.EOF {
+			return nil
+		}
+		if err == nil {
+			continue
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			err = fmt.Errorf("%w at offset %d", err, se.Offset)
+		}
+		if !strict {
+			if err = json.Unmarshal(body, v); err == nil {
+				return nil
+			}
+		}
+		return JSInvalidJSONErr.with("err", jsonErrText(err))
 	}
-	if err := dec.Decode(v); err != nil {
-		return JSInvalidJSONErr.withErr(err)
+}
+
+// emptyRequest is a body that asks nothing: none, or an empty JSON object.
+func emptyRequest(body []byte) bool {
+	if len(body) == 0 || string(body) == "{}" {
+		return true
 	}
-	return nil
+	var m map[string]any
+	return json.Unmarshal(body, &m) == nil && m != nil && len(m) == 0
+}
+
+// decodeIfObject is decode for the calls whose body nats-server reads only when it is a
+// JSON object or array, and otherwise ignores.
+func decodeIfObject(body []byte, v any, strict bool) *APIError {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 || b[0] != '{' && b[0] != '[' {
+		return nil
+	}
+	return decode(body, v, strict)
+}
+
+// jsonErrText is err's text with the package nats-server's types live in.
+func jsonErrText(err error) string {
+	return strings.ReplaceAll(err.Error(), "Go value of type js.", "Go value of type server.")
 }

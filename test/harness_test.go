@@ -29,6 +29,7 @@ type Config struct {
 	WriteDeadline  time.Duration
 	JetStream      bool
 	StoreDir       string // "" with JetStream = a fresh t.TempDir(); set to restart on the same store
+	JSDomain       string // JetStream domain ($JS.<domain>.API.>)
 }
 
 // target is one server implementation under test.
@@ -137,20 +138,21 @@ func newNatsServer(t testing.TB, cfg Config) *natsserver.Server {
 		port = -1
 	}
 	opts := &natsserver.Options{
-		Host:           "127.0.0.1",
-		Port:           port,
-		NoSigs:         true,
-		NoLog:          true,
-		MaxPayload:     cfg.MaxPayload,
-		MaxControlLine: cfg.MaxControlLine,
-		MaxPending:     cfg.MaxPending,
-		MaxConn:        cfg.MaxConn,
-		MaxSubs:        cfg.MaxSubs,
-		PingInterval:   cfg.PingInterval,
-		MaxPingsOut:    cfg.MaxPingsOut,
-		WriteDeadline:  cfg.WriteDeadline,
-		JetStream:      cfg.JetStream,
-		StoreDir:       cfg.StoreDir,
+		Host:            "127.0.0.1",
+		Port:            port,
+		NoSigs:          true,
+		NoLog:           true,
+		MaxPayload:      cfg.MaxPayload,
+		MaxControlLine:  cfg.MaxControlLine,
+		MaxPending:      cfg.MaxPending,
+		MaxConn:         cfg.MaxConn,
+		MaxSubs:         cfg.MaxSubs,
+		PingInterval:    cfg.PingInterval,
+		MaxPingsOut:     cfg.MaxPingsOut,
+		WriteDeadline:   cfg.WriteDeadline,
+		JetStream:       cfg.JetStream,
+		StoreDir:        cfg.StoreDir,
+		JetStreamDomain: cfg.JSDomain,
 	}
 	var s *natsserver.Server
 	retryStart(t, cfg, func() error {
@@ -183,20 +185,21 @@ func newNatsd(t testing.TB, cfg Config) *server.Server {
 		port = -1
 	}
 	opts := &server.Options{
-		Host:           "127.0.0.1",
-		Port:           port,
-		NoSigs:         true,
-		NoLog:          true,
-		MaxPayload:     cfg.MaxPayload,
-		MaxControlLine: cfg.MaxControlLine,
-		MaxPending:     cfg.MaxPending,
-		MaxSubs:        cfg.MaxSubs,
-		PingInterval:   cfg.PingInterval,
-		MaxPingsOut:    cfg.MaxPingsOut,
-		WriteDeadline:  cfg.WriteDeadline,
-		Engine:         os.Getenv("NATSD_ENGINE"), // "" = gnet
-		JetStream:      cfg.JetStream,
-		StoreDir:       cfg.StoreDir,
+		Host:            "127.0.0.1",
+		Port:            port,
+		NoSigs:          true,
+		NoLog:           true,
+		MaxPayload:      cfg.MaxPayload,
+		MaxControlLine:  cfg.MaxControlLine,
+		MaxPending:      cfg.MaxPending,
+		MaxSubs:         cfg.MaxSubs,
+		PingInterval:    cfg.PingInterval,
+		MaxPingsOut:     cfg.MaxPingsOut,
+		WriteDeadline:   cfg.WriteDeadline,
+		Engine:          os.Getenv("NATSD_ENGINE"), // "" = gnet
+		JetStream:       cfg.JetStream,
+		StoreDir:        cfg.StoreDir,
+		JetStreamDomain: cfg.JSDomain,
 	}
 	if cfg.MaxConn > 0 {
 		opts.MaxConn = cfg.MaxConn
