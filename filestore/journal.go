@@ -45,14 +45,13 @@ type Journal struct {
 	dir  string // the segments' directory
 	logf func(string, ...any)
 
-	mu     sync.Mutex
-	queue  []*jreq
-	spare  []*jreq
-	closed bool
-	wake   chan struct{}
-	done   chan struct{}
+	mu      sync.Mutex
+	queue   []*jreq
+	spare   []*jreq
+	closed  bool
+	leading bool // a committer is writing a group
 
-	// The writer's own.
+	// The leading committer's own.
 	act  *jseg
 	gen  uint64
 	wbuf []byte
@@ -131,8 +130,8 @@ func OpenJournal(fsys FS, root, dir string, logf func(string, ...any)) (*Journal
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{fs: fsys, root: root, dir: dir, logf: logf, wake: make(chan struct{}, 1),
-		done: make(chan struct{}), ckwake: make(chan struct{}, 1), ckdone: make(chan struct{})}
+	j := &Journal{fs: fsys, root: root, dir: dir, logf: logf,
+		ckwake: make(chan struct{}, 1), ckdone: make(chan struct{})}
 	j.cond = sync.NewCond(&j.cmu)
 	// Generations only grow, across runs too: a reused segment's stale entries (an earlier
 	// use's) never carry the generation of its new header.
@@ -154,7 +153,6 @@ func OpenJournal(fsys FS, root, dir string, logf func(string, ...any)) (*Journal
 			return nil, err
 		}
 	}
-	go j.run()
 	go j.checkpointer()
 	return j, nil
 }
@@ -194,11 +192,6 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
-	<-j.done
 	j.cmu.Lock()
 	segs := append(append([]*jseg(nil), j.free...), j.retired...)
 	if j.act != nil {
@@ -222,7 +215,15 @@ func (j *Journal) fail(err error) {
 	}
 }
 
+// errLead tells a waiting committer that the group commit is its to write.
+var errLead = errors.New("filestore: journal: lead")
+
 // commit journals a store's writes, or its marker, and returns once that is durable.
+//
+// There is no journal goroutine: the committer that finds no group commit in progress writes
+// one (its own request and whatever else is queued), and while it does, others queue behind
+// it; then it hands the next group to the oldest of them. An uncontended commit so costs no
+// goroutine hand-off at all, and a contended one a single wake.
 func (j *Journal) commit(r *jreq) error {
 	if p := j.failure.Load(); p != nil {
 		return *p
@@ -234,12 +235,40 @@ func (j *Journal) commit(r *jreq) error {
 		return ErrJournalClosed
 	}
 	j.queue = append(j.queue, r)
-	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
+	if j.leading {
+		j.mu.Unlock()
+		if err := <-r.done; err != errLead {
+			return err
+		}
+		j.mu.Lock()
+	} else {
+		j.leading = true
 	}
-	return <-r.done
+	reqs := j.queue
+	j.queue = j.spare[:0]
+	j.spare = nil
+	j.mu.Unlock()
+	err := j.write(reqs)
+	if err != nil {
+		j.fail(err)
+	}
+	for i, q := range reqs {
+		if q != r {
+			q.done <- err
+		}
+		reqs[i] = nil
+	}
+	j.mu.Lock()
+	if j.spare == nil {
+		j.spare = reqs[:0]
+	}
+	if len(j.queue) > 0 {
+		j.queue[0].done <- errLead
+	} else {
+		j.leading = false
+	}
+	j.mu.Unlock()
+	return err
 }
 
 // key is a store directory's name in the journal: its path relative to the root.
@@ -249,39 +278,6 @@ func (j *Journal) key(dir string) (string, error) {
 		return "", fmt.Errorf("filestore: store %s is not under the journal's root %s", dir, j.root)
 	}
 	return filepath.ToSlash(rel), nil
-}
-
-func (j *Journal) run() {
-	defer close(j.done)
-	for {
-		<-j.wake
-		for {
-			j.mu.Lock()
-			reqs, closing := j.queue, j.closed
-			j.queue = j.spare[:0]
-			j.spare = nil
-			j.mu.Unlock()
-			if len(reqs) == 0 {
-				if closing {
-					return
-				}
-				break
-			}
-			err := j.write(reqs)
-			if err != nil {
-				j.fail(err)
-			}
-			for i, r := range reqs {
-				r.done <- err
-				reqs[i] = nil
-			}
-			j.mu.Lock()
-			if j.spare == nil {
-				j.spare = reqs[:0]
-			}
-			j.mu.Unlock()
-		}
-	}
 }
 
 // write appends the requests' entries to the active segment (moving to the next one when it
