@@ -278,8 +278,20 @@ func (s *stream) fastBatchMsg(cfg *StreamConfig, m *loop.WorkMsg, subject, reply
 	if fr.seq == 1 && reply != "" && !fr.commit {
 		s.sendFlow(raw, 0, b.ackMessages)
 	}
+	// The checks may wait for earlier messages' acknowledgements, which take bt.mu: only
+	// the worker changes what the checks below read of b, so it is let go meanwhile.
+	bt.mu.Unlock()
 	c := checked{stagedMsg: stagedMsg{subject, hdr, msg}}
-	dup, e := s.checkBatchMsg(&batchDiff{}, cfg, &c, s.settledLastSeq())
+	var last uint64
+	if _, ok := header(hdr, hdrExpectedLastSeq); ok {
+		last = s.settledLastSeq()
+	}
+	dup, e := s.checkBatchMsg(&batchDiff{}, cfg, &c, last)
+	bt.mu.Lock()
+	if b.gone {
+		bt.mu.Unlock()
+		return
+	}
 	if e != nil {
 		isDup := e == JSAtomicPublishContainsDuplicateMessageErr
 		if isDup {
