@@ -70,6 +70,7 @@ type JetStream struct {
 	memReserved, storeReserved atomic.Int64
 	memUsed, storeUsed         atomic.Int64
 	apiTotal, apiErrors        atomic.Uint64
+	atomicBatches, fastBatches atomic.Int64 // in progress, bounded server-wide
 	started                    time.Time
 
 	// journal makes file streams' fsync-before-ack commits durable together (one fsync for

@@ -49,6 +49,7 @@ type stream struct {
 
 	ttl *ttlWheel
 	ctr counters
+	bt  *batching
 
 	closed atomic.Bool
 }
@@ -67,7 +68,7 @@ func openStream(a *account, cfg StreamConfig, created time.Time, create bool) (*
 func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool, syncEvery time.Duration) (*stream, error) {
 	j := a.js
 	s := &stream{a: a, name: cfg.Name, dir: filepath.Join(a.dir, "streams", cfg.Name), created: created,
-		dd: make(map[string]ddEntry), ddPending: make(map[string]int)}
+		dd: make(map[string]ddEntry), ddPending: make(map[string]int), bt: &batching{}}
 	s.settled = sync.NewCond(&s.imu)
 	if create && cfg.Storage == FileStorage {
 		// A memory stream lives as long as the server: nats-server does not bring it back.
@@ -108,6 +109,10 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 			s.store.Stop()
 			return nil, err
 		}
+		st = s.store.FastState()
+	}
+	if cfg.AllowAtomicPublish && cfg.Storage == FileStorage {
+		s.rollBackPartialBatch()
 		st = s.store.FastState()
 	}
 	s.lseq = st.LastSeq
@@ -219,6 +224,7 @@ func (s *stream) stop(remove bool) error {
 	if s.ttl != nil {
 		s.ttl.stop()
 	}
+	s.dropBatches()
 	s.imu.Lock()
 	for s.inflight > 0 {
 		s.settled.Wait()
@@ -276,13 +282,11 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 			_ = s.ic.Publish(reply, "", nil, pubAckErr(s.name, e))
 		}
 	}
-	if strings.HasSuffix(reply, ".$FI") {
-		// Fast batch publish (allow_batched): accepted in a configuration, not served yet.
-		if !cfg.AllowBatchPublish {
-			fail(JSBatchPublishDisabledErr)
-		} else {
-			fail(JSStreamStoreFailedF.with("err", "fast batch publish is not supported by this server yet"))
-		}
+	if strings.HasSuffix(m.Reply, fastBatchSuffix) {
+		s.fastBatchMsg(cfg, m, subject, reply)
+		return
+	}
+	if len(hdr) > 0 && s.atomicBatchMsg(cfg, m, subject, reply) {
 		return
 	}
 	if cfg.Sealed {
@@ -307,16 +311,6 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 				fail(e)
 				return
 			}
-		}
-		if v, ok := header(hdr, hdrBatchID); ok && len(v) > 0 {
-			// Atomic batch publish: accepted in a configuration (nats bench asks for it),
-			// not served yet.
-			if !cfg.AllowAtomicPublish {
-				fail(JSAtomicPublishDisabledErr)
-			} else {
-				fail(JSStreamStoreFailedF.with("err", "atomic batch publish is not supported by this server yet"))
-			}
-			return
 		}
 		if name := headerString(hdr, hdrExpectedStream); name != "" && name != cfg.Name {
 			fail(JSStreamNotMatchErr)
@@ -485,6 +479,9 @@ type pending struct {
 	ttl          int64
 	val          string // a counter's new total
 	hdr, msg     []byte // kept only for republish
+	fast         *fastBatch
+	fastID       string
+	fastSeq      uint64
 	cb           func(seq uint64, ts int64, err error)
 }
 
@@ -526,7 +523,9 @@ func (p *pending) done(seq uint64, ts int64, err error) {
 	if p.ttl > 0 && s.ttl != nil {
 		s.ttl.add(seq, ts+p.ttl*int64(time.Second))
 	}
-	if p.reply != "" {
+	if p.fast != nil {
+		s.fastStored(p.fast, p.fastID, p.fastSeq, p.reply, seq)
+	} else if p.reply != "" {
 		var buf [128]byte
 		b := append(append(buf[:0], s.pubAck...), strconv.FormatUint(seq, 10)...)
 		if p.val != "" {
