@@ -693,6 +693,10 @@ func (s *FileStore) sealedRaw(b *block) ([]byte, error) {
 	if raw, ok := s.cache[b]; ok {
 		return raw, nil
 	}
+	if b.f == nil {
+		// Closed: the store has stopped, or the block was dropped.
+		return nil, ErrNotFound
+	}
 	data, err := readAll(b.f)
 	if err != nil {
 		return nil, err

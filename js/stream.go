@@ -230,12 +230,14 @@ func (s *stream) stop(remove bool) error {
 		s.settled.Wait()
 	}
 	s.imu.Unlock()
+	// The stream's bytes leave the account's usage with it, whatever its storage: a store
+	// opened again (a restart, the reopen that ends a restore) reports them afresh. They are
+	// read before the store stops: a stopped store's files are closed.
+	st := s.config().Storage
+	held := int64(s.store.FastState().Bytes)
 	err := s.store.Stop()
 	s.ic.Close()
-	// The stream's bytes leave the account's usage with it, whatever its storage: a store
-	// opened again (a restart, the reopen that ends a restore) reports them afresh.
-	st := s.config().Storage
-	s.a.usage(st, -int64(s.store.FastState().Bytes))
+	s.a.usage(st, -held)
 	if remove {
 		if err := removeAll(s.a.js.cfg.FS, s.dir); err != nil && st == FileStorage {
 			return err
