@@ -575,6 +575,9 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			s.act = b
 		}
 	}
-	s.writeIndex()
+	if s.last > 0 || len(s.blocks) > 0 {
+		// A new, empty store has nothing to describe: its first commit writes the index.
+		s.writeIndex()
+	}
 	return nil
 }

@@ -76,6 +76,8 @@ type JetStream struct {
 	// journal makes file streams' fsync-before-ack commits durable together (one fsync for
 	// all streams per group commit); nil when acks do not wait for fsync.
 	journal *filestore.Journal
+
+	durableDirs sync.Map // directories whose entries are durable (mkdirDurable)
 }
 
 // New makes the server's JetStream; accounts are enabled one by one with EnableAccount.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/natsd/natsd/filestore"
@@ -141,17 +142,30 @@ func removeAll(fs filestore.FS, dir string) error {
 }
 
 // mkdirDurable makes dir and syncs its parents up to and including top, so that a new
-// directory entry survives a power cut.
-func mkdirDurable(fs filestore.FS, dir, top string) error {
+// directory entry survives a power cut. known holds the ancestors whose own entries this run
+// has already made durable (account and streams directories, never removed while running):
+// the walk up stops at the first of them, so a new stream costs one directory sync here, not
+// one per level.
+func mkdirDurable(fs filestore.FS, dir, top string, known *sync.Map) error {
 	if err := fs.MkdirAll(dir); err != nil {
 		return err
 	}
-	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
-		if err := fs.SyncDir(d); err != nil {
+	var synced []string // ancestors whose entries the walk makes durable
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Dir(d)
+		if err := fs.SyncDir(p); err != nil {
 			return err
 		}
-		if d == top || d == filepath.Dir(d) || len(d) < len(top) {
-			return nil
+		if p == top || p == filepath.Dir(p) || len(p) < len(top) {
+			break
 		}
+		if _, ok := known.Load(p); ok {
+			break
+		}
+		synced = append(synced, p) // its entry is synced by the next round
 	}
+	for _, p := range synced {
+		known.Store(p, struct{}{})
+	}
+	return nil
 }

@@ -72,7 +72,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 	s.settled = sync.NewCond(&s.imu)
 	if create && cfg.Storage == FileStorage {
 		// A memory stream lives as long as the server: nats-server does not bring it back.
-		if err := mkdirDurable(j.cfg.FS, s.dir, filepath.Dir(j.cfg.Dir)); err != nil {
+		if err := mkdirDurable(j.cfg.FS, s.dir, filepath.Dir(j.cfg.Dir), &j.durableDirs); err != nil {
 			return nil, err
 		}
 		if err := writeMeta(j.cfg.FS, s.dir, &cfg, created); err != nil {
