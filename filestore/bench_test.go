@@ -18,6 +18,15 @@ func openBench(b *testing.B, mode string) *FileStore {
 		cfg.SyncInterval = -1
 	case "periodic":
 		cfg.SyncInterval = 2 * time.Minute
+	case "journal":
+		root := cfg.Dir
+		cfg.Dir = root + "/store"
+		j, err := OpenJournal(nil, root, root+"/journal", quietLog)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { j.Close() })
+		cfg.Journal = j
 	}
 	s, err := Open(cfg)
 	if err != nil {
@@ -52,7 +61,7 @@ func drive(b *testing.B, n int, run func(claim func() bool)) {
 // blocks as they fill.
 func BenchmarkAppend(b *testing.B) {
 	payload := make([]byte, 128)
-	for _, mode := range []string{"sync", "nosync", "periodic"} {
+	for _, mode := range []string{"sync", "journal", "nosync", "periodic"} {
 		for _, writers := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("%s/writers=%d", mode, writers), func(b *testing.B) {
 				s := openBench(b, mode)
