@@ -465,14 +465,7 @@ func slowConsumers(mport int) int64 {
 	return v.SlowConsumers
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort() int { return bench.MustFreePort() }
 
 func waitPort(addr string) error {
 	for i := 0; i < 200; i++ {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -84,4 +85,24 @@ func Quantile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for a server the rigs
+// start.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// MustFreePort is FreePort for rigs that cannot go on without one.
+func MustFreePort() int {
+	p, err := FreePort()
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

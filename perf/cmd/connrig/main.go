@@ -145,14 +145,7 @@ func raiseNoFile() {
 	}
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort() int { return bench.MustFreePort() }
 
 // clientTLS, when set, is what each connection starts TLS with after INFO.
 var clientTLS *tls.Config

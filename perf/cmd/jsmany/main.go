@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -87,15 +86,6 @@ func main() {
 	}
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func run(sd side, n, msgs, window, size int) (r row) {
 	r = row{Side: sd.name, Streams: n, Msgs: msgs}
 	tmp, err := os.MkdirTemp(os.Getenv("JS_TMPDIR"), "jsmany-")
@@ -104,7 +94,7 @@ func run(sd side, n, msgs, window, size int) (r row) {
 		return r
 	}
 	defer os.RemoveAll(tmp)
-	port, prof := freePort(), freePort()
+	port, prof := bench.MustFreePort(), bench.MustFreePort()
 	store := filepath.Join(tmp, "store")
 	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "--profile", strconv.Itoa(prof)}
 	if sd.conf != "" {

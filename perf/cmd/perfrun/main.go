@@ -200,14 +200,7 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return bench.FreePort() }
 
 type proc struct {
 	cmd    *exec.Cmd
