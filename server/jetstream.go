@@ -38,9 +38,8 @@ func jetStreamConfig(o *Options) js.Config {
 		cfg.SyncInterval = o.SyncInterval
 	}
 	if cfg.MaxMemory <= 0 {
-		var si unix.Sysinfo_t
-		if unix.Sysinfo(&si) == nil && si.Totalram > 0 {
-			cfg.MaxMemory = int64(uint64(si.Totalram) * uint64(si.Unit) / 4 * 3)
+		if mem := totalMemory(); mem > 0 {
+			cfg.MaxMemory = int64(mem / 4 * 3)
 		} else {
 			cfg.MaxMemory = 256 << 20
 		}
