@@ -604,15 +604,24 @@ func (a *account) apiStreamPurge(r *apiReq, typ string) {
 	a.respond(r.reply, purgeResponse{apiResponse{Type: typ}, true, n})
 }
 
+// decodeRequired reads a request that must have a body into v, answering the error (and
+// reporting false) when it is empty or does not decode.
+func (a *account) decodeRequired(r *apiReq, typ string, v any) bool {
+	if emptyRequest(r.body) {
+		a.respondErr(r.reply, typ, JSBadRequestErr)
+		return false
+	}
+	if e := decode(r.body, v, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return false
+	}
+	return true
+}
+
 func (a *account) apiMsgDelete(r *apiReq, typ string) {
 	// nats-server reads the request before it looks the stream up.
 	var req JSApiMsgDeleteRequest
-	if emptyRequest(r.body) {
-		a.respondErr(r.reply, typ, JSBadRequestErr)
-		return
-	}
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
+	if !a.decodeRequired(r, typ, &req) {
 		return
 	}
 	s := a.streamOf(r, typ, 3)
@@ -651,12 +660,7 @@ func (a *account) apiMsgDelete(r *apiReq, typ string) {
 func (a *account) apiMsgGet(r *apiReq, typ string) {
 	// nats-server reads and checks the request before it looks the stream up.
 	var req JSApiMsgGetRequest
-	if emptyRequest(r.body) {
-		a.respondErr(r.reply, typ, JSBadRequestErr)
-		return
-	}
-	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
+	if !a.decodeRequired(r, typ, &req) {
 		return
 	}
 	if bad := badGetRequest(&req, false); bad {
