@@ -470,7 +470,9 @@ type consumerFileStore struct {
 	timer   *time.Timer
 	jreq    jreq
 	jw      [1]jwrite
-	failure atomic.Pointer[error]
+	// compactions counts the log's rewrites (tests make sure theirs happened).
+	compactions int
+	failure     atomic.Pointer[error]
 }
 
 // OpenConsumerStore opens (creating it if needed) the consumer store in cfg.Dir and
@@ -781,6 +783,7 @@ func (s *consumerFileStore) compact(snap []byte) error {
 	}
 	s.f.Close()
 	s.f, s.size, s.dirty = nf, int64(len(snap)), false
+	s.compactions++
 	return nil
 }
 

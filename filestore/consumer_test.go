@@ -474,7 +474,7 @@ func TestConsumerPowerLoss(t *testing.T) {
 			fsys := powerfs.New()
 			hist := make([]*cHistory, n)
 			policies := []ConsumerAckPolicy{ConsumerAckExplicit, ConsumerAckAll, ConsumerAckExplicit, ConsumerAckNone}
-			committed := 0
+			committed, compactions := 0, 0
 			for round := 0; round < 12; round++ {
 				var j *Journal
 				var err error
@@ -565,6 +565,7 @@ func TestConsumerPowerLoss(t *testing.T) {
 				fsys.SetOnSync(nil)
 				for _, s := range ss {
 					s.Stop()
+					compactions += s.(*consumerFileStore).compactions
 				}
 				if j != nil {
 					j.Close()
@@ -576,8 +577,8 @@ func TestConsumerPowerLoss(t *testing.T) {
 				}
 				fsys = next
 			}
-			if committed < 100 {
-				t.Fatalf("seed %d: only %d committed updates over all rounds", seed, committed)
+			if committed < 100 || compactions == 0 {
+				t.Fatalf("seed %d: only %d committed updates and %d compactions over all rounds", seed, committed, compactions)
 			}
 		})
 	}
@@ -603,12 +604,13 @@ func TestConsumerJournalMarkers(t *testing.T) {
 		return s
 	}
 	s := open(fsys, j)
-	// Many pending so that each compaction's snapshot is large and old offsets fall inside it.
-	for i := uint64(1); i <= 400; i++ {
+	// Deliveries and acks, each committed, until the log has been compacted a few times: the
+	// journal then holds writes of several earlier logs at offsets the current one reuses.
+	for i := uint64(1); s.(*consumerFileStore).compactions < 3; i++ {
 		s.UpdateDelivered(i, i, 1, int64(i))
-	}
-	for i := uint64(1); i <= 400; i += 2 {
-		s.UpdateAcks(i, i)
+		if i > 5 {
+			s.UpdateAcks(i-5, i-5)
+		}
 		if err := s.Commit(); err != nil {
 			t.Fatal(err)
 		}
@@ -763,12 +765,18 @@ func TestConsumerDamage(t *testing.T) {
 				}
 				want := s.State()
 				s.Stop()
-				s, err = OpenConsumerStore(ConsumerStoreConfig{Dir: "/c", FS: fsys, AckPolicy: pc.p, Logf: quietLog})
+				reports = nil
+				s, err = OpenConsumerStore(ConsumerStoreConfig{Dir: "/c", FS: fsys, AckPolicy: pc.p,
+					Logf: func(f string, a ...any) { reports = append(reports, fmt.Sprintf(f, a...)) }})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if d := cstateDiff(s.State(), want); d != "" {
 					t.Fatalf("%s: after an update and a reopen: %s", what, d)
+				}
+				if len(reports) > 0 {
+					// The damage was cut away at the first open: nothing of it may be left.
+					t.Fatalf("%s: damage reported again after a reopen: %q", what, reports)
 				}
 				s.Stop()
 			}
