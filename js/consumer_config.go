@@ -76,13 +76,13 @@ func createTarget(tok []string, req *CreateConsumerRequest) (stream, name string
 		return "", "", JSConsumerConfigRequiredErr
 	}
 	switch {
-	case tok[0] == "DURABLE":
-		stream = tok[2]
-		name = tok[3]
+	case tok[1] == "DURABLE":
+		stream = tok[3]
+		name = tok[4]
 	default:
-		stream = tok[1]
-		if len(tok) > 2 {
-			name = tok[2]
+		stream = tok[2]
+		if len(tok) > 3 {
+			name = tok[3]
 		}
 	}
 	if name == "" {
