@@ -3,6 +3,7 @@ package js
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,6 +51,7 @@ type consumer struct {
 	oddq     deadlineHeap           // deadlines out of order (backoff, nak delay)
 	rdq      []uint64               // due for redelivery, in order
 	rdset    map[uint64]struct{}
+	rdc      map[uint64]uint64 // redelivered and not acknowledged: num_redelivered
 	waiting  []*pullRequest
 	closed   bool
 	paused   bool
@@ -566,6 +568,12 @@ func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc 
 	}
 	c.waitq.remove(p)
 	p.dseq, p.dc, p.ts = dseq, dc, now.UnixNano()
+	if dc > 1 {
+		if c.rdc == nil {
+			c.rdc = make(map[uint64]uint64)
+		}
+		c.rdc[sm.Seq] = dc - 1
+	}
 	c.scheduleLocked(p, c.ackWaitFor(dc))
 }
 
@@ -757,11 +765,11 @@ func (c *consumer) onFlowControl(m *loop.WorkMsg) {
 	c.mu.Unlock()
 }
 
-// maxDeliveredLocked gives up on p: as nats-server does, it stays pending (an ack still
-// counts) but is never delivered again.
+// maxDeliveredLocked gives up on p: as nats-server does, it leaves the ack-pending count but
+// not the stored pending state (the ack floor stays below it) nor the redelivered count.
 func (c *consumer) maxDeliveredLocked(p *pendingMsg) {
 	c.waitq.remove(p)
-	p.deadline = 0
+	delete(c.pending, p.sseq)
 	c.a.advise("CONSUMER.MAX_DELIVERIES."+c.s.name+"."+c.name, "max_deliver", map[string]any{
 		"stream": c.s.name, "consumer": c.name, "stream_seq": p.sseq, "deliveries": p.dc})
 }
@@ -771,6 +779,7 @@ func (c *consumer) maxDeliveredLocked(p *pendingMsg) {
 func (c *consumer) settleLocked(p *pendingMsg) {
 	c.waitq.remove(p)
 	delete(c.pending, p.sseq)
+	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
 	c.s.retire(c, p.sseq)
@@ -779,6 +788,7 @@ func (c *consumer) settleLocked(p *pendingMsg) {
 func (c *consumer) dropPendingLocked(p *pendingMsg) {
 	c.waitq.remove(p)
 	delete(c.pending, p.sseq)
+	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
 }
@@ -1072,6 +1082,7 @@ func (c *consumer) ackLocked(sseq, dseq, dc uint64) {
 			if s <= sseq {
 				c.waitq.remove(p)
 				delete(c.pending, s)
+				delete(c.rdc, s)
 				acked = append(acked, s)
 			}
 		}
@@ -1089,6 +1100,7 @@ func (c *consumer) ackLocked(sseq, dseq, dc uint64) {
 		c.waitq.remove(p)
 		delete(c.pending, sseq)
 		delete(c.rdset, sseq)
+		delete(c.rdc, sseq)
 		_ = c.store.UpdateAcks(p.dseq, sseq)
 		c.markDirty()
 		c.s.retire(c, sseq)
@@ -1438,6 +1450,12 @@ func (c *consumer) recoverState() {
 	wait := c.ackWaitFor(1)
 	for _, e := range list {
 		dc := st.Redelivered[e.sseq] + 1
+		if dc > 1 {
+			if c.rdc == nil {
+				c.rdc = make(map[uint64]uint64)
+			}
+			c.rdc[e.sseq] = dc - 1
+		}
 		p := &pendingMsg{sseq: e.sseq, dseq: e.p.Sequence, dc: dc, ts: e.p.Timestamp}
 		p.deadline = e.p.Timestamp + int64(wait)
 		c.pending[e.sseq] = p
@@ -1568,7 +1586,11 @@ func (c *consumer) pauseLocked(until time.Time) {
 
 // info reports the consumer. Its state is committed first, so that nothing it reports can
 // be lost afterwards by a crash.
-func (c *consumer) info() *ConsumerInfo {
+func (c *consumer) info() *ConsumerInfo { return c.infoWith(true) }
+
+// infoWith reports the consumer; dynamic adds the server's levels to the metadata, as
+// nats-server's info and create replies have them (its lists do not).
+func (c *consumer) infoWith(dynamic bool) *ConsumerInfo {
 	if c.durable {
 		_ = c.store.Commit()
 	}
@@ -1577,15 +1599,18 @@ func (c *consumer) info() *ConsumerInfo {
 	c.recountLocked()
 	st := c.store.State()
 	cfg := c.cfg
+	if dynamic {
+		md := make(map[string]string, len(cfg.Metadata)+2)
+		maps.Copy(md, cfg.Metadata)
+		md["_nats.level"] = strconv.Itoa(APILevel)
+		md["_nats.ver"] = Version
+		cfg.Metadata = md
+	}
 	ci := &ConsumerInfo{Stream: c.s.name, Name: c.name, Created: c.created.UTC(), Config: &cfg,
 		Delivered:     SequenceInfo{Consumer: st.Delivered.Consumer, Stream: st.Delivered.Stream},
 		AckFloor:      SequenceInfo{Consumer: st.AckFloor.Consumer, Stream: st.AckFloor.Stream},
 		NumAckPending: len(c.pending), NumWaiting: len(c.waiting), TimeStamp: time.Now().UTC()}
-	for _, p := range c.pending {
-		if p.dc > 1 {
-			ci.NumRedelivered++
-		}
-	}
+	ci.NumRedelivered = len(c.rdc)
 	if np := c.npending.Load(); np > 0 {
 		ci.NumPending = uint64(np)
 	}

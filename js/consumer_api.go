@@ -26,12 +26,16 @@ func (a *account) apiConsumerCreate(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
+	if req.Config.Replicas > 1 {
+		a.respondErr(r.reply, typ, JSStreamReplicasNotSupportedErr)
+		return
+	}
 	s := a.lookup(streamName)
 	if s == nil {
 		a.respondErr(r.reply, typ, JSStreamNotFoundErr)
 		return
 	}
-	c, e := a.addConsumer(s, name, *req.Config, req.Action, req.Pedantic)
+	c, e := a.addConsumer(s, name, &req)
 	if e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
@@ -40,11 +44,44 @@ func (a *account) apiConsumerCreate(r *apiReq, typ string) {
 }
 
 // addConsumer creates a consumer, returns the existing one when the configuration is the
-// same, or updates it, as action allows.
-func (a *account) addConsumer(s *stream, name string, cfg ConsumerConfig, action ConsumerAction, pedantic bool) (*consumer, *APIError) {
-	lim := consumerLimits{stream: s.config(), account: a.limits(), maxAckPending: a.js.cfg.MaxAckPending}
-	if e := setConsumerDefaults(&cfg, lim, pedantic); e != nil {
+// same, or updates it, as the request's action allows.
+func (a *account) addConsumer(s *stream, name string, req *CreateConsumerRequest) (*consumer, *APIError) {
+	s.cons.create.Lock() // serialises creates and updates of one stream's consumers
+	defer s.cons.create.Unlock()
+	s.cons.mu.RLock()
+	byID := maps.Clone(s.cons.byID)
+	s.cons.mu.RUnlock()
+	lim := consumerLimits{stream: s.config(), account: a.limits(), maxAckPending: a.js.cfg.MaxAckPending,
+		action: req.Action, deliverInterest: func(subj string) bool { return a.acc.HasInterest(subj) }}
+	var others []*ConsumerConfig
+	var old *consumer
+	for n, o := range byID {
+		o.mu.Lock()
+		oc := o.cfg
+		o.mu.Unlock()
+		if n == name {
+			old = o
+			lim.existing = &oc
+			continue
+		}
+		others = append(others, &oc)
+	}
+	cfg, e := prepareConsumerConfig(req, lim, others)
+	if e != nil {
 		return nil, e
+	}
+	if old != nil {
+		stampInactiveThreshold(cfg, cfg.Durable == "")
+		if reflect.DeepEqual(*lim.existing, *cfg) {
+			return old, nil
+		}
+		if e := s.updateConsumerLocked(old, *cfg); e != nil {
+			return nil, e
+		}
+		return old, nil
+	}
+	if m := a.limits().MaxConsumers; m > 0 && a.numConsumers() >= m {
+		return nil, JSMaximumConsumersLimitErr
 	}
 	if name == "" {
 		name = ephemeralName()
@@ -54,56 +91,11 @@ func (a *account) addConsumer(s *stream, name string, cfg ConsumerConfig, action
 	} else if cfg.Name == "" {
 		cfg.Name = cfg.Durable
 	}
-	s.cons.create.Lock() // serialises creates and updates of one stream's consumers
-	defer s.cons.create.Unlock()
-	var others []*ConsumerConfig
-	var old *consumer
-	s.cons.mu.RLock()
-	byID := maps.Clone(s.cons.byID)
-	s.cons.mu.RUnlock()
-	for n, o := range byID {
-		if n == name {
-			old = o
-			continue
-		}
-		o.mu.Lock()
-		oc := o.cfg
-		o.mu.Unlock()
-		others = append(others, &oc)
-	}
-	if e := checkConsumerConfig(&cfg, lim, others); e != nil {
-		return nil, e
-	}
-	if old != nil {
-		old.mu.Lock()
-		oc := old.cfg
-		old.mu.Unlock()
-		if reflect.DeepEqual(oc, cfg) {
-			return old, nil
-		}
-		if action == "create" {
-			return nil, JSConsumerAlreadyExists
-		}
-		if e := checkConsumerUpdate(&oc, &cfg); e != nil {
-			return nil, e
-		}
-		if e := s.updateConsumerLocked(old, cfg); e != nil {
-			return nil, e
-		}
-		return old, nil
-	}
-	if action == "update" {
-		return nil, JSConsumerDoesNotExist
-	}
-	if m := s.config().MaxConsumers; m > 0 && len(byID) >= m {
-		return nil, JSMaximumConsumersLimitErr
-	}
-	if m := a.limits().MaxConsumers; m > 0 && a.numConsumers() >= m {
-		return nil, JSMaximumConsumersLimitErr
-	}
-	c, err := s.openConsumer(name, cfg, time.Now().UTC(), true)
+	stampInactiveThreshold(cfg, cfg.Durable == "")
+	c, err := s.openConsumer(name, *cfg, time.Now().UTC(), true)
 	if err != nil {
-		return nil, JSConsumerStoreFailedErrF.withErr(err)
+		a.js.warnf("JetStream consumer '%s > %s > %s' could not be created: %v", a.name, s.name, name, err)
+		return nil, JSConsumerCreateErrF.with("err", "error creating store for consumer")
 	}
 	s.indexConsumer(c)
 	if err := c.start(); err != nil {
@@ -247,7 +239,7 @@ func (a *account) apiConsumerList(r *apiReq, typ string) {
 	resp := consumerListResponse{apiResponse: apiResponse{Type: typ},
 		apiPaged: apiPaged{Total: len(all), Offset: off, Limit: listLimit}, Consumers: []any{}}
 	for _, c := range all[off:end] {
-		resp.Consumers = append(resp.Consumers, c.info())
+		resp.Consumers = append(resp.Consumers, c.infoWith(false))
 	}
 	a.respond(r.reply, resp)
 }
@@ -321,7 +313,7 @@ func (c *consumer) reset(seq uint64) (uint64, *APIError) {
 		c.waitq.remove(p)
 	}
 	c.pending = make(map[uint64]*pendingMsg)
-	c.oddq, c.rdq, c.rdset, c.lps = nil, nil, nil, nil
+	c.oddq, c.rdq, c.rdset, c.lps, c.rdc = nil, nil, nil, nil, nil
 	c.sseq = seq
 	pair := filestore.SequencePair{Consumer: c.dseq - 1, Stream: seq - 1}
 	if err := c.store.SetState(&filestore.ConsumerState{Delivered: pair, AckFloor: pair}); err != nil {
