@@ -46,14 +46,15 @@ const (
 var ErrNoAckPolicy = errors.New("ack policy is none")
 
 // ApplyDelivered applies a delivery (dc = delivery count, 1 for a first delivery) to the
-// state. (Not "Delivered", as issue 17's sketch had it: Go allows no method named like the field.)
+// state. (Not "Delivered", as issue 17's sketch had it: Go allows no method named like the
+// field; ApplyAcked goes with it.)
 func (st *ConsumerState) ApplyDelivered(dseq, sseq, dc uint64, ts int64, p ConsumerAckPolicy) {
 	st.delivered(dseq, sseq, dc, ts, p, nil)
 }
 
-// Acked applies an ack of the delivery dseq of stream seq sseq (AckAll: everything up to
-// it). Unknown/already-acked is a no-op.
-func (st *ConsumerState) Acked(dseq, sseq uint64, p ConsumerAckPolicy) {
+// ApplyAcked applies an ack of the delivery dseq of stream seq sseq (AckAll: everything up
+// to it). Unknown/already-acked is a no-op.
+func (st *ConsumerState) ApplyAcked(dseq, sseq uint64, p ConsumerAckPolicy) {
 	st.acked(dseq, sseq, p)
 }
 

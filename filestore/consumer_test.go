@@ -322,7 +322,7 @@ func TestConsumerStateModel(t *testing.T) {
 						plain.ApplyDelivered(o.dseq, o.sseq, o.dc, o.ts, pc.p)
 					} else {
 						m.ack(o.dseq, o.sseq)
-						plain.Acked(o.dseq, o.sseq, pc.p)
+						plain.ApplyAcked(o.dseq, o.sseq, pc.p)
 					}
 					for _, s := range []ConsumerStore{fs, ms} {
 						if err := applyCop(s, o); err != nil {
@@ -439,7 +439,7 @@ func checkPrefix(t *testing.T, what string, p ConsumerAckPolicy, h *cHistory, go
 			if o.dc > 0 {
 				st.ApplyDelivered(o.dseq, o.sseq, o.dc, o.ts, p)
 			} else {
-				st.Acked(o.dseq, o.sseq, p)
+				st.ApplyAcked(o.dseq, o.sseq, p)
 			}
 		}
 		if k < h.committed {
@@ -726,7 +726,7 @@ func TestConsumerDamage(t *testing.T) {
 					if o.dc > 0 {
 						st.ApplyDelivered(o.dseq, o.sseq, o.dc, o.ts, pc.p)
 					} else {
-						st.Acked(o.dseq, o.sseq, pc.p)
+						st.ApplyAcked(o.dseq, o.sseq, pc.p)
 					}
 				}
 				return &st
