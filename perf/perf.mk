@@ -35,8 +35,10 @@ perf-natscli: build nats-server nats-cli
 	bash perf/scripts/natscli-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats $(or $(ROUNDS),5)
 
 # JetStream with the real `nats bench js` as load generator: natsd vs nats-server (lazy default)
-# vs nats-server with sync_interval: always; async/sync file, memory, 100 streams. Under 10 minutes.
-# ROUNDS=3 by default; MSGS=N fixes the message count of every run (else calibrated to ~3 s).
+# vs nats-server with sync_interval: always; async/sync file, memory, 100 streams; then the
+# consumer side (js fetch, consume, ordered on a prefilled file stream; natsd and nats-server
+# only). Under 12 minutes. ROUNDS=3 by default; MSGS=N fixes the message count of every run (else
+# calibrated to ~3 s); ROWS="fetch consume ordered" runs the consumer rows alone.
 perf-js: build nats-server nats-cli
 	ROUNDS=$(or $(ROUNDS),3) MSGS=$(MSGS) bash perf/scripts/natscli-js-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats
 
