@@ -101,6 +101,7 @@ func (a *account) recover() error {
 		a.streams[cfg.Name] = s
 		a.reserve(&cfg, 1)
 		a.mu.Unlock()
+		s.recoverConsumers()
 		st := s.store.FastState()
 		a.js.noticef("  Restored %s messages for stream '%s > %s' in %v", comma(st.Msgs), a.name, cfg.Name,
 			time.Since(t0).Round(time.Millisecond))
@@ -212,7 +213,7 @@ func (a *account) info() AccountStats {
 	return AccountStats{
 		Memory: uint64(max(a.memUsed.Load(), 0)), Store: uint64(max(a.storeUsed.Load(), 0)),
 		ReservedMemory: uint64(max(mr, 0)), ReservedStore: uint64(max(sr, 0)),
-		Streams: n, Limits: lim, Domain: a.js.cfg.Domain,
+		Streams: n, Consumers: a.numConsumers(), Limits: lim, Domain: a.js.cfg.Domain,
 		API: apiStats{Level: APILevel, Total: a.apiTotal.Load(), Errors: a.apiErrors.Load()},
 	}
 }

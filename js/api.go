@@ -220,12 +220,22 @@ func (a *account) route(subj string) (handler, string) {
 		return a.apiConsumerNames, t("consumer_names_response")
 	case len(tok) == 3 && tok[0] == "CONSUMER" && tok[1] == "LIST":
 		return a.apiConsumerList, t("consumer_list_response")
-	case len(tok) >= 3 && tok[0] == "CONSUMER" && (tok[1] == "CREATE" || (tok[1] == "DURABLE" && len(tok) == 5)):
-		return a.apiConsumerUnsupported, t("consumer_create_response")
+	case len(tok) >= 3 && tok[0] == "CONSUMER" && tok[1] == "CREATE":
+		return a.apiConsumerCreate, t("consumer_create_response")
+	case len(tok) == 5 && tok[0] == "CONSUMER" && tok[1] == "DURABLE" && tok[2] == "CREATE":
+		return a.apiConsumerCreate, t("consumer_create_response")
 	case len(tok) == 4 && tok[0] == "CONSUMER" && tok[1] == "INFO":
-		return a.apiConsumerMissing, t("consumer_info_response")
+		return a.apiConsumerInfo, t("consumer_info_response")
 	case len(tok) == 4 && tok[0] == "CONSUMER" && tok[1] == "DELETE":
-		return a.apiConsumerMissing, t("consumer_delete_response")
+		return a.apiConsumerDelete, t("consumer_delete_response")
+	case len(tok) == 4 && tok[0] == "CONSUMER" && tok[1] == "PAUSE":
+		return a.apiConsumerPause, t("consumer_pause_response")
+	case len(tok) == 4 && tok[0] == "CONSUMER" && tok[1] == "RESET":
+		return a.apiConsumerReset, t("consumer_reset_response")
+	case len(tok) == 4 && tok[0] == "CONSUMER" && tok[1] == "UNPIN":
+		return a.apiConsumerUnpin, t("consumer_unpin_response")
+	case len(tok) == 5 && tok[0] == "CONSUMER" && tok[1] == "LEADER" && tok[2] == "STEPDOWN":
+		return a.apiConsumerNotClustered, t("consumer_leader_stepdown_response")
 	}
 	return nil, ""
 }
@@ -601,6 +611,9 @@ func (a *account) apiStreamPurge(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, JSStreamPurgeFailedF.withErr(err))
 		return
 	}
+	for _, c := range s.consumerList() {
+		c.purged()
+	}
 	a.respond(r.reply, purgeResponse{apiResponse{Type: typ}, true, n})
 }
 
@@ -722,34 +735,11 @@ func (s *stream) get(req *JSApiMsgGetRequest) (*filestore.StoredMsg, error) {
 	}
 }
 
-func (a *account) apiConsumerNames(r *apiReq, typ string) {
-	if a.streamOf(r, typ, 2) == nil {
+func (a *account) apiConsumerNotClustered(r *apiReq, typ string) {
+	if _, c := a.consumerOf(r, typ, 3); c == nil {
 		return
 	}
-	a.respond(r.reply, consumerNamesResponse{apiResponse: apiResponse{Type: typ},
-		apiPaged: apiPaged{Limit: namesLimit}, Consumers: []string{}})
-}
-
-func (a *account) apiConsumerList(r *apiReq, typ string) {
-	if a.streamOf(r, typ, 2) == nil {
-		return
-	}
-	a.respond(r.reply, consumerListResponse{apiResponse: apiResponse{Type: typ},
-		apiPaged: apiPaged{Limit: listLimit}, Consumers: []any{}})
-}
-
-func (a *account) apiConsumerUnsupported(r *apiReq, typ string) {
-	if a.streamOf(r, typ, 2) == nil {
-		return
-	}
-	a.respondErr(r.reply, typ, JSConsumerCreateErrF.with("err", "consumers are not supported by this server yet"))
-}
-
-func (a *account) apiConsumerMissing(r *apiReq, typ string) {
-	if a.streamOf(r, typ, 2) == nil {
-		return
-	}
-	a.respondErr(r.reply, typ, JSConsumerNotFoundErr)
+	a.respondErr(r.reply, typ, JSClusterNotActiveErr)
 }
 
 // advise publishes a JetStream advisory when someone listens for it.

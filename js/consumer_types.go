@@ -1,6 +1,7 @@
 package js
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -61,13 +62,14 @@ func (p *ReplayPolicy) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// UnmarshalJSON takes the four policies only (not ""), with nats-server's error text.
 func (p *PriorityPolicy) UnmarshalJSON(b []byte) error {
-	s, err := unmarshalEnum(b, false, "none", "overflow", "pinned_client", "prioritized", "")
-	if s == "" && err == nil {
-		s = "none"
+	s, err := unmarshalEnum(b, false, "none", "overflow", "pinned_client", "prioritized")
+	if err != nil {
+		return fmt.Errorf("unknown priority policy: %s", b)
 	}
 	*p = PriorityPolicy(s)
-	return err
+	return nil
 }
 
 // ConsumerConfig is a consumer's configuration as clients send it and the server reports it.
@@ -119,10 +121,14 @@ type CreateConsumerRequest struct {
 // ConsumerAction is a create request's intent: "" create or update, "create", "update".
 type ConsumerAction string
 
+// UnmarshalJSON takes "", "create" and "update", with nats-server's error text.
 func (p *ConsumerAction) UnmarshalJSON(b []byte) error {
 	s, err := unmarshalEnum(b, false, "", "create", "update")
+	if err != nil {
+		return fmt.Errorf("unknown consumer action: %s", b)
+	}
 	*p = ConsumerAction(s)
-	return err
+	return nil
 }
 
 // SequenceInfo is a consumer's position: its own and the stream's sequence.

@@ -259,6 +259,7 @@ func (s *stream) info(deleted bool, subjects string) StreamInfo {
 	if ss.Msgs == 0 && ss.LastSeq == 0 {
 		ss.FirstSeq = 0 // a stream that never held a message, as nats-server reports it
 	}
+	ss.Consumers = s.numConsumers()
 	return StreamInfo{Config: cfg, Created: s.created, State: ss, Domain: s.a.js.cfg.Domain,
 		TimeStamp: time.Now().UTC()}
 }

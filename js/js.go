@@ -213,6 +213,7 @@ func (j *JetStream) Stats() Stats {
 		st.Accounts++
 		for _, s := range a.streamList() {
 			st.Streams++
+			st.Consumers += s.numConsumers()
 			fs := s.store.FastState()
 			st.Messages += fs.Msgs
 			st.Bytes += fs.Bytes

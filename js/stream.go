@@ -47,9 +47,10 @@ type stream struct {
 	ddq       []ddEntry
 	ddPending map[string]int
 
-	ttl *ttlWheel
-	ctr counters
-	bt  *batching
+	ttl  *ttlWheel
+	cons streamConsumers
+	ctr  counters
+	bt   *batching
 
 	closed atomic.Bool
 }
@@ -116,7 +117,12 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		st = s.store.FastState()
 	}
 	s.lseq = st.LastSeq
-	s.store.RegisterStorageUpdates(func(msgs, bytes int64, seq uint64, subj string) { a.usage(cfg.Storage, bytes) })
+	s.store.RegisterStorageUpdates(func(msgs, bytes int64, seq uint64, subj string) {
+		a.usage(cfg.Storage, bytes)
+		if msgs > 0 && seq > 0 {
+			s.stored(seq, subj)
+		}
+	})
 	if d := j.cfg.Domain; d != "" {
 		s.pubAck = []byte(`{"stream":` + strconv.Quote(cfg.Name) + `,"domain":` + strconv.Quote(d) + `,"seq":`)
 	} else {
@@ -212,6 +218,7 @@ func (s *stream) stop(remove bool) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.stopConsumers(remove)
 	s.smu.Lock()
 	for _, sub := range s.subs {
 		sub.Unsubscribe()
@@ -411,9 +418,9 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 		s.storeRollup(cfg, subject, reply, msgID, rollup, hdr, msg, ttl)
 		return
 	}
-	if cfg.Retention == InterestPolicy {
-		// No consumer is interested (natsd has no consumers yet): as nats-server does, the
-		// message takes its sequence but is not kept.
+	if cfg.Retention == InterestPolicy && !s.interested(subject) {
+		// No consumer is interested: as nats-server does, the message takes its sequence
+		// but is not kept.
 		s.skipUninterested(reply, msgID)
 		return
 	}

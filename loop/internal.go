@@ -37,6 +37,7 @@ type InternalClient struct {
 
 type pendingPub struct {
 	subject, reply []byte
+	as             []byte
 	hdr            int
 	data           []byte
 }
@@ -69,20 +70,32 @@ func (ic *InternalClient) Account() *Account { return ic.c.acc }
 // Publish routes a message in the client's account; hdr is a full header block
 // ("NATS/1.0\r\n...\r\n\r\n") or nil. The bytes are copied: the caller may reuse them.
 func (ic *InternalClient) Publish(subject, reply string, hdr, payload []byte) error {
+	return ic.PublishAs(subject, "", reply, hdr, payload)
+}
+
+// PublishAs is Publish routed on subject but delivered showing as (when not ""): how a
+// JetStream consumer delivers a stored message to its deliver subject or a pull request's
+// inbox under the message's own subject.
+func (ic *InternalClient) PublishAs(subject, as, reply string, hdr, payload []byte) error {
 	if ic.stopped.Load() || ic.e.stopping.Load() {
 		return ErrClosed
 	}
 	p := pendingPub{hdr: len(hdr)}
-	buf := make([]byte, 0, len(subject)+len(reply)+len(hdr)+len(payload))
+	ns, na, nr := len(subject), len(as), len(reply)
+	buf := make([]byte, 0, ns+na+nr+len(hdr)+len(payload))
 	buf = append(buf, subject...)
+	buf = append(buf, as...)
 	buf = append(buf, reply...)
 	buf = append(buf, hdr...)
 	buf = append(buf, payload...)
-	p.subject = buf[:len(subject):len(subject)]
-	if reply != "" {
-		p.reply = buf[len(subject) : len(subject)+len(reply) : len(subject)+len(reply)]
+	p.subject = buf[:ns:ns]
+	if as != "" {
+		p.as = buf[ns : ns+na : ns+na]
 	}
-	p.data = buf[len(subject)+len(reply):]
+	if reply != "" {
+		p.reply = buf[ns+na : ns+na+nr : ns+na+nr]
+	}
+	p.data = buf[ns+na+nr:]
 	ic.mu.Lock()
 	ic.pubs = append(ic.pubs, p)
 	first := !ic.sched
@@ -106,7 +119,7 @@ func (ic *InternalClient) drain() {
 	r := ic.c.r
 	for i := range list {
 		p := &list[i]
-		r.pubOp = parser.Op{Kind: parser.KindPub, Subject: p.subject, Reply: p.reply, HdrLen: p.hdr, Msg: p.data}
+		r.pubOp = parser.Op{Kind: parser.KindPub, Subject: p.subject, Reply: p.reply, HdrLen: p.hdr, Msg: p.data, As: p.as}
 		if p.hdr > 0 {
 			r.pubOp.Kind = parser.KindHPub
 		}

@@ -169,6 +169,11 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 		s.delivered.Add(1)
 	}
 	if s.fn != nil {
+		if m.As != nil {
+			mm := *m
+			mm.Subject, mm.As = m.As, nil
+			return s.fn(r, from, &mm, depth)
+		}
 		return s.fn(r, from, m, depth)
 	}
 	body := m.Msg
@@ -183,7 +188,11 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 		hdr = 0
 		b = append(b, "MSG "...)
 	}
-	b = append(b, m.Subject...)
+	if m.As != nil {
+		b = append(b, m.As...)
+	} else {
+		b = append(b, m.Subject...)
+	}
 	b = append(b, ' ')
 	b = append(b, s.sid...)
 	if len(m.Reply) > 0 {

@@ -60,6 +60,10 @@ type Op struct {
 	Max                 int    // UNSUB max; 0 if absent (or unparsable: nats-server then unsubscribes at once, as for 0)
 	HdrLen              int    // header bytes at the start of Msg for HPUB/HMSG; 0 otherwise
 	Msg                 []byte // the whole message body (headers + payload), without the trailing \r\n
+	// As is the subject a delivery shows when it is not the one routed on: a JetStream
+	// consumer routes on its deliver subject (or a pull request's inbox) and shows the
+	// stored message's subject. Only server code sets it; the parser never does.
+	As []byte
 }
 
 // AppendSize appends v (at least 0) in decimal, left-padded with zeros to width digits.

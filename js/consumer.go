@@ -1,0 +1,1742 @@
+package js
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/natsd/natsd/filestore"
+	"github.com/natsd/natsd/loop"
+	"github.com/natsd/natsd/sublist"
+)
+
+// A consumer is a state machine over its stream's store. Nothing runs for it while it has
+// nothing to do: its events (a message stored, a pull request, an ack, a timer) each take
+// its lock, change its state and then deliver whatever that allows, on the goroutine the
+// event arrived on (an internal client's worker, a timer, or a short-lived runner kicked by
+// the stream's store). Deliveries are internal publishes, so they leave through the routing
+// core and outbound batching like every other message.
+//
+// Acks are applied to the consumer's state store at once and made durable by its commit
+// loop, one commit (one journal fsync shared with every other store) covering every ack that
+// arrived meanwhile; a double ack (an ack with a reply subject) is answered only once the
+// commit that covers it has returned.
+type consumer struct {
+	s       *stream
+	a       *account
+	name    string
+	dir     string // "" for a consumer that is not on disk
+	created time.Time
+	ic      *loop.InternalClient
+	subs    []*loop.Subscription
+	store   filestore.ConsumerStore
+	durable bool // store commits reach a disk
+
+	mu       sync.Mutex
+	cfg      ConsumerConfig
+	filters  []string // nil: every subject
+	ackp     filestore.ConsumerAckPolicy
+	sseq     uint64 // next stream sequence to deliver for the first time
+	dseq     uint64 // next delivery (consumer) sequence
+	lps      []uint64
+	pending  map[uint64]*pendingMsg // by stream sequence
+	waitq    pendingList            // deliveries waiting for their ack, in deadline order
+	oddq     deadlineHeap           // deadlines out of order (backoff, nak delay)
+	rdq      []uint64               // due for redelivery, in order
+	rdset    map[uint64]struct{}
+	rdc      map[uint64]uint64 // redelivered and not acknowledged: num_redelivered
+	waiting  []*pullRequest
+	closed   bool
+	paused   bool
+	pauseTmr *time.Timer
+	last     time.Time // last activity (deliveries, requests, acks): the inactive threshold
+	lastDlv  time.Time // last message delivered (push idle heartbeat)
+	lastDS   uint64    // last delivered stream sequence (heartbeats)
+	lastDC   uint64    // last delivered consumer sequence
+	pbytes   int       // push flow control: bytes since the last flow control answer
+	fcOut    string    // the flow control request outstanding
+	fcN      uint64
+	pinID    string
+	pinTS    time.Time
+
+	timer   *time.Timer
+	timerAt time.Time
+
+	// num_pending: exact at npBase (the stream's last sequence when counted), kept up by
+	// the stream's reports of later messages and by first deliveries.
+	npending atomic.Int64
+	npBase   atomic.Uint64
+
+	running, again bool // the delivery runner
+
+	cmu         sync.Mutex // the commit loop
+	committing  bool
+	dirty       bool
+	ackReplies  []string
+	commitErrFn func(error)
+}
+
+// pendingMsg is one delivered, unacknowledged message.
+type pendingMsg struct {
+	sseq, dseq uint64
+	dc         uint64
+	ts         int64 // its latest delivery
+	deadline   int64
+	prev, next *pendingMsg
+	listed     bool
+}
+
+// pendingList holds pending messages whose deadlines come in delivery order (a constant
+// ack wait): appending keeps it sorted, an ack unlinks in O(1), and the timer only ever
+// looks at the head. Together with oddq this is the consumer's timer wheel: no timer per
+// message, one armed for the earliest deadline.
+type pendingList struct{ head, tail *pendingMsg }
+
+func (l *pendingList) push(p *pendingMsg) {
+	p.prev, p.next, p.listed = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.next = p
+	} else {
+		l.head = p
+	}
+	l.tail = p
+}
+
+func (l *pendingList) remove(p *pendingMsg) {
+	if !p.listed {
+		return
+	}
+	if p.prev != nil {
+		p.prev.next = p.next
+	} else {
+		l.head = p.next
+	}
+	if p.next != nil {
+		p.next.prev = p.prev
+	} else {
+		l.tail = p.prev
+	}
+	p.prev, p.next, p.listed = nil, nil, false
+}
+
+type deadlineEntry struct {
+	at         int64
+	sseq, dseq uint64
+}
+
+type deadlineHeap []deadlineEntry
+
+func (h *deadlineHeap) push(e deadlineEntry) {
+	*h = append(*h, e)
+	i := len(*h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if (*h)[p].at <= (*h)[i].at {
+			break
+		}
+		(*h)[p], (*h)[i] = (*h)[i], (*h)[p]
+		i = p
+	}
+}
+
+func (h *deadlineHeap) pop() deadlineEntry {
+	old := *h
+	e := old[0]
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && (*h)[l].at < (*h)[m].at {
+			m = l
+		}
+		if r < n && (*h)[r].at < (*h)[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		(*h)[m], (*h)[i] = (*h)[i], (*h)[m]
+		i = m
+	}
+	return e
+}
+
+// pullRequest is one waiting MSG.NEXT request.
+type pullRequest struct {
+	reply     string
+	n, d      int // batch left, delivered
+	b         int // max bytes left (0: none)
+	expires   time.Time
+	noWait    bool
+	hb        time.Duration
+	hbAt      time.Time
+	received  time.Time
+	group     *PriorityGroup
+	delivered bool
+}
+
+func ackPolicyOf(p AckPolicy) filestore.ConsumerAckPolicy {
+	switch p {
+	case AckAll:
+		return filestore.ConsumerAckAll
+	case AckExplicit, AckFlowControl:
+		return filestore.ConsumerAckExplicit
+	}
+	return filestore.ConsumerAckNone
+}
+
+func (c *consumer) isPush() bool { return c.cfg.DeliverSubject != "" }
+
+// filtersOf lists a configuration's filters; nil means every subject.
+func filtersOf(cfg *ConsumerConfig) []string {
+	var f []string
+	if cfg.FilterSubject != "" {
+		f = []string{cfg.FilterSubject}
+	} else if len(cfg.FilterSubjects) > 0 {
+		f = slices.Clone(cfg.FilterSubjects)
+	}
+	for _, s := range f {
+		if s == ">" {
+			return nil
+		}
+	}
+	return f
+}
+
+func (c *consumer) matches(subj string) bool {
+	if c.filters == nil {
+		return true
+	}
+	for _, f := range c.filters {
+		if sublist.MatchFilter(subj, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// consumers of a stream.
+type streamConsumers struct {
+	create sync.Mutex // creates and updates, one at a time
+	mu     sync.RWMutex
+	byID   map[string]*consumer
+	idx    *sublist.Sublist[*consumer] // by filter, to tell only the consumers a message concerns
+	all    []*consumer                 // unfiltered ones
+}
+
+func (s *stream) consumerList() []*consumer {
+	s.cons.mu.RLock()
+	defer s.cons.mu.RUnlock()
+	out := make([]*consumer, 0, len(s.cons.byID))
+	for _, c := range s.cons.byID {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *consumer) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+func (s *stream) consumer(name string) *consumer {
+	s.cons.mu.RLock()
+	defer s.cons.mu.RUnlock()
+	return s.cons.byID[name]
+}
+
+func (s *stream) numConsumers() int {
+	s.cons.mu.RLock()
+	defer s.cons.mu.RUnlock()
+	return len(s.cons.byID)
+}
+
+func (s *stream) indexConsumer(c *consumer) {
+	s.cons.mu.Lock()
+	defer s.cons.mu.Unlock()
+	if s.cons.byID == nil {
+		s.cons.byID = make(map[string]*consumer)
+		s.cons.idx = sublist.New[*consumer]()
+	}
+	s.cons.byID[c.name] = c
+	if c.filters == nil {
+		s.cons.all = append(s.cons.all, c)
+		return
+	}
+	for _, f := range c.filters {
+		_ = s.cons.idx.Insert(f, "", c)
+	}
+}
+
+func (s *stream) unindexConsumer(c *consumer, filters []string) {
+	s.cons.mu.Lock()
+	defer s.cons.mu.Unlock()
+	if s.cons.byID[c.name] == c {
+		delete(s.cons.byID, c.name)
+	}
+	if filters == nil {
+		if i := slices.Index(s.cons.all, c); i >= 0 {
+			s.cons.all = slices.Delete(s.cons.all, i, i+1)
+		}
+		return
+	}
+	for _, f := range filters {
+		_ = s.cons.idx.Remove(f, "", c)
+	}
+}
+
+// stored is the store's report of a message it now holds durably (on its writer: it must
+// not block). The consumers it concerns count it and are woken.
+func (s *stream) stored(seq uint64, subj string) {
+	s.cons.mu.RLock()
+	if len(s.cons.byID) == 0 {
+		s.cons.mu.RUnlock()
+		return
+	}
+	var buf [16]*consumer
+	list := append(buf[:0], s.cons.all...)
+	if s.cons.idx != nil && s.cons.idx.Count() > 0 {
+		res := s.cons.idx.Match([]byte(subj))
+		for _, c := range res.Plain {
+			if !slices.Contains(list, c) {
+				list = append(list, c)
+			}
+		}
+	}
+	s.cons.mu.RUnlock()
+	for _, c := range list {
+		if seq > c.npBase.Load() {
+			c.npending.Add(1)
+		}
+		c.kick()
+	}
+}
+
+// interested reports whether any consumer's filter takes subj (interest retention).
+func (s *stream) interested(subj string) bool {
+	s.cons.mu.RLock()
+	defer s.cons.mu.RUnlock()
+	if len(s.cons.all) > 0 {
+		return true
+	}
+	if s.cons.idx == nil {
+		return false
+	}
+	r := s.cons.idx.Match([]byte(subj))
+	return len(r.Plain) > 0
+}
+
+// kick runs the delivery loop soon, on a goroutine of its own that ends when there is
+// nothing left to deliver (the store's writer must never wait on a consumer).
+func (c *consumer) kick() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if c.running {
+		c.again = true
+		c.mu.Unlock()
+		return
+	}
+	if !c.canDeliverLocked() {
+		c.mu.Unlock()
+		return
+	}
+	c.running = true
+	c.mu.Unlock()
+	go c.runner()
+}
+
+func (c *consumer) runner() {
+	c.mu.Lock()
+	for {
+		c.again = false
+		c.deliverLocked()
+		if !c.again || c.closed {
+			break
+		}
+	}
+	c.running = false
+	c.mu.Unlock()
+}
+
+// canDeliverLocked reports whether someone could take a message now.
+func (c *consumer) canDeliverLocked() bool {
+	if c.closed || c.paused {
+		return false
+	}
+	if c.isPush() {
+		return true
+	}
+	return len(c.waiting) > 0
+}
+
+// deliverLocked delivers what the consumer's state allows: redeliveries first, then new
+// messages, to the deliver subject or the waiting pull requests.
+func (c *consumer) deliverLocked() {
+	if c.closed || c.paused {
+		return
+	}
+	push := c.isPush()
+	if push && !c.a.acc.HasInterest(c.cfg.DeliverSubject) {
+		return
+	}
+	for {
+		var wr *pullRequest
+		if !push {
+			wr = c.nextRequestLocked()
+			if wr == nil {
+				return
+			}
+		} else if c.cfg.FlowControl && c.fcOut != "" && c.pbytes >= fcWindow {
+			return // stalled until the client answers flow control
+		}
+		sm, dc, ok := c.nextMsgLocked()
+		if !ok {
+			if wr != nil && wr.noWait {
+				c.endNoWaitLocked()
+			}
+			return
+		}
+		if wr != nil && wr.b > 0 {
+			sz := len(sm.Subject) + len(sm.Header) + len(sm.Data)
+			if sz > wr.b {
+				c.unread(sm.Seq, dc)
+				c.sendStatus(wr.reply, "409 Message Size Exceeds MaxBytes", wr.n, wr.b)
+				c.removeRequestLocked(wr)
+				continue
+			}
+			wr.b -= sz
+			if wr.b == 0 {
+				wr.n = 1
+			}
+		}
+		target := c.cfg.DeliverSubject
+		if wr != nil {
+			target = wr.reply
+		}
+		c.deliverMsgLocked(target, sm, dc)
+		if wr != nil {
+			wr.n--
+			wr.d++
+			if wr.n <= 0 {
+				c.removeRequestLocked(wr)
+			}
+		}
+	}
+}
+
+// fcWindow is how many bytes a push consumer with flow control sends before it waits for
+// the client's answer (nats-server's pending bytes default).
+const fcWindow = 32 << 20
+
+// nextMsgLocked returns the next message to deliver and its delivery count.
+func (c *consumer) nextMsgLocked() (*filestore.StoredMsg, uint64, bool) {
+	for len(c.rdq) > 0 {
+		seq := c.rdq[0]
+		c.rdq = c.rdq[1:]
+		delete(c.rdset, seq)
+		p := c.pending[seq]
+		if p == nil {
+			continue
+		}
+		if md := c.cfg.MaxDeliver; md > 0 && p.dc >= uint64(md) {
+			c.maxDeliveredLocked(p)
+			continue
+		}
+		sm, err := c.s.store.LoadMsg(seq)
+		if err != nil {
+			c.dropPendingLocked(p) // gone from the stream (purged, removed, expired)
+			continue
+		}
+		return sm, p.dc + 1, true
+	}
+	if c.cfg.AckPolicy != AckNone && c.cfg.MaxAckPending > 0 && len(c.pending) >= c.cfg.MaxAckPending {
+		return nil, 0, false
+	}
+	for len(c.lps) > 0 {
+		seq := c.lps[0]
+		c.lps = c.lps[1:]
+		sm, err := c.s.store.LoadMsg(seq)
+		if err == nil {
+			return sm, 1, true
+		}
+	}
+	sm := c.loadNextLocked(c.sseq)
+	if sm == nil {
+		return nil, 0, false
+	}
+	return sm, 1, true
+}
+
+// loadNextLocked finds the first message at or after seq that the consumer's filters take.
+func (c *consumer) loadNextLocked(seq uint64) *filestore.StoredMsg {
+	if c.filters == nil {
+		sm, err := c.s.store.LoadNextMsg("", seq)
+		if err != nil {
+			return nil
+		}
+		return sm
+	}
+	var best *filestore.StoredMsg
+	for _, f := range c.filters {
+		sm, err := c.s.store.LoadNextMsg(f, seq)
+		if err == nil && (best == nil || sm.Seq < best.Seq) {
+			best = sm
+		}
+	}
+	return best
+}
+
+// unread puts back a message nextMsgLocked took but could not deliver.
+func (c *consumer) unread(seq, dc uint64) {
+	if dc > 1 {
+		c.rdq = append([]uint64{seq}, c.rdq...)
+		if c.rdset == nil {
+			c.rdset = make(map[uint64]struct{})
+		}
+		c.rdset[seq] = struct{}{}
+	} else if seq < c.sseq {
+		c.lps = append([]uint64{seq}, c.lps...)
+	}
+}
+
+// deliverMsgLocked sends sm (delivery count dc) to subject and records the delivery.
+func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc uint64) {
+	now := time.Now()
+	dseq := c.dseq
+	c.dseq++
+	first := dc == 1
+	if first {
+		if sm.Seq >= c.sseq {
+			c.sseq = sm.Seq + 1
+		}
+		c.npending.Add(-1)
+	}
+	np := c.npending.Load()
+	if np < 0 {
+		np = 0
+	}
+	ack := c.s.ackPrefix(c.name)
+	b := make([]byte, 0, len(ack)+64)
+	b = append(b, ack...)
+	b = strconv.AppendUint(b, dc, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, sm.Seq, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, dseq, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, sm.TS, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, uint64(np)+uint64(len(c.lps)), 10)
+	hdr, data := sm.Header, sm.Data
+	if c.cfg.HeadersOnly {
+		if len(hdr) == 0 {
+			hdr = []byte("NATS/1.0\r\n\r\n")
+		}
+		hdr = appendHeader(slices.Clone(hdr), "Nats-Msg-Size", strconv.Itoa(len(data)))
+		data = nil
+	}
+	reply := string(b)
+	if c.cfg.AckPolicy == AckNone && c.s.config().Retention != WorkQueuePolicy {
+		// nats-server still names the ack subject: clients read the metadata from it.
+	}
+	_ = c.ic.PublishAs(subject, sm.Subject, reply, hdr, data)
+	c.last, c.lastDlv = now, now
+	c.lastDS, c.lastDC = sm.Seq, dseq
+	if c.isPush() && c.cfg.FlowControl {
+		c.pbytes += len(sm.Subject) + len(hdr) + len(data) + len(reply)
+		if c.fcOut == "" && c.pbytes >= fcWindow/2 {
+			c.sendFlowControlLocked()
+		}
+	}
+	_ = c.store.UpdateDelivered(dseq, sm.Seq, dc, now.UnixNano())
+	c.markDirty()
+	if c.cfg.AckPolicy == AckNone {
+		return
+	}
+	p := c.pending[sm.Seq]
+	if p == nil {
+		p = &pendingMsg{sseq: sm.Seq}
+		c.pending[sm.Seq] = p
+	}
+	c.waitq.remove(p)
+	p.dseq, p.dc, p.ts = dseq, dc, now.UnixNano()
+	if dc > 1 {
+		if c.rdc == nil {
+			c.rdc = make(map[uint64]uint64)
+		}
+		c.rdc[sm.Seq] = dc - 1
+	}
+	c.scheduleLocked(p, c.ackWaitFor(dc))
+}
+
+// ackWaitFor is how long the delivery with count dc waits for its ack.
+func (c *consumer) ackWaitFor(dc uint64) time.Duration {
+	if bo := c.cfg.BackOff; len(bo) > 0 {
+		i := int(dc) - 1
+		if i >= len(bo) {
+			i = len(bo) - 1
+		}
+		if i < 0 {
+			i = 0
+		}
+		return bo[i]
+	}
+	if c.cfg.AckWait > 0 {
+		return c.cfg.AckWait
+	}
+	return defaultAckWait
+}
+
+// scheduleLocked sets p's redelivery deadline wait from now.
+func (c *consumer) scheduleLocked(p *pendingMsg, wait time.Duration) {
+	at := time.Now().Add(wait).UnixNano()
+	p.deadline = at
+	c.waitq.remove(p)
+	if t := c.waitq.tail; t == nil || t.deadline <= at {
+		c.waitq.push(p)
+	} else {
+		c.oddq.push(deadlineEntry{at: at, sseq: p.sseq, dseq: p.dseq})
+	}
+	c.armLocked(time.Unix(0, at))
+}
+
+// armLocked makes sure the consumer's timer fires at or before at.
+func (c *consumer) armLocked(at time.Time) {
+	if c.closed {
+		return
+	}
+	if c.timer != nil && !c.timerAt.IsZero() && !c.timerAt.After(at) {
+		return
+	}
+	d := time.Until(at)
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	c.timerAt = at
+	if c.timer == nil {
+		c.timer = time.AfterFunc(d, c.onTimer)
+	} else {
+		c.timer.Reset(d)
+	}
+}
+
+// onTimer handles whatever is due: redeliveries, expired pull requests, heartbeats, the
+// inactive threshold; then arms the timer for the next.
+func (c *consumer) onTimer() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.timerAt = time.Time{}
+	now := time.Now()
+	nowN := now.UnixNano()
+	var due []uint64
+	for p := c.waitq.head; p != nil && p.deadline <= nowN; p = c.waitq.head {
+		c.waitq.remove(p)
+		due = append(due, p.sseq)
+	}
+	for len(c.oddq) > 0 && c.oddq[0].at <= nowN {
+		e := c.oddq.pop()
+		if p := c.pending[e.sseq]; p != nil && p.dseq == e.dseq && !p.listed && p.deadline == e.at {
+			due = append(due, e.sseq)
+		}
+	}
+	if len(due) > 0 {
+		slices.Sort(due)
+		if c.rdset == nil {
+			c.rdset = make(map[uint64]struct{})
+		}
+		for _, s := range due {
+			if _, ok := c.rdset[s]; !ok {
+				c.rdset[s] = struct{}{}
+				c.rdq = append(c.rdq, s)
+			}
+		}
+		slices.Sort(c.rdq)
+	}
+	c.expireRequestsLocked(now)
+	c.heartbeatsLocked(now)
+	deleteMe := c.inactiveLocked(now)
+	c.deliverLocked()
+	c.rearmLocked(now)
+	c.mu.Unlock()
+	if deleteMe {
+		c.a.js.noticef("JetStream consumer '%s > %s > %s' deleted after inactivity", c.a.name, c.s.name, c.name)
+		c.s.deleteConsumer(c, true)
+	}
+}
+
+// rearmLocked arms the timer for the earliest thing due.
+func (c *consumer) rearmLocked(now time.Time) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if h := c.waitq.head; h != nil {
+		consider(time.Unix(0, h.deadline))
+	}
+	if len(c.oddq) > 0 {
+		consider(time.Unix(0, c.oddq[0].at))
+	}
+	for _, wr := range c.waiting {
+		consider(wr.expires)
+		consider(wr.hbAt)
+	}
+	if c.isPush() && c.cfg.Heartbeat > 0 {
+		consider(c.lastDlv.Add(c.cfg.Heartbeat))
+	}
+	if c.cfg.InactiveThreshold > 0 {
+		consider(c.last.Add(c.cfg.InactiveThreshold))
+	}
+	if !next.IsZero() {
+		if next.Before(now) {
+			next = now
+		}
+		c.armLocked(next)
+	}
+}
+
+// heartbeatsLocked sends the idle heartbeats that are due.
+func (c *consumer) heartbeatsLocked(now time.Time) {
+	if c.isPush() {
+		if hb := c.cfg.Heartbeat; hb > 0 && !now.Before(c.lastDlv.Add(hb)) {
+			h := "NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: " + strconv.FormatUint(c.dseq-1, 10) +
+				"\r\nNats-Last-Stream: " + strconv.FormatUint(c.sseq-1, 10) + "\r\n"
+			if c.fcOut != "" {
+				h += "Nats-Consumer-Stalled: " + c.fcOut + "\r\n"
+			}
+			_ = c.ic.Publish(c.cfg.DeliverSubject, "", []byte(h+"\r\n"), nil)
+			c.lastDlv = now
+		}
+		return
+	}
+	for _, wr := range c.waiting {
+		if wr.hb > 0 && !wr.hbAt.IsZero() && !now.Before(wr.hbAt) {
+			_ = c.ic.Publish(wr.reply, "", []byte("NATS/1.0 100 Idle Heartbeat\r\n\r\n"), nil)
+			wr.hbAt = now.Add(wr.hb)
+		}
+	}
+}
+
+// inactiveLocked reports whether an ephemeral (or a consumer with inactive_threshold) has
+// been idle past its threshold.
+func (c *consumer) inactiveLocked(now time.Time) bool {
+	th := c.cfg.InactiveThreshold
+	if th <= 0 {
+		return false
+	}
+	if c.isPush() {
+		if c.a.acc.HasInterest(c.cfg.DeliverSubject) {
+			c.last = now
+			return false
+		}
+	} else if len(c.waiting) > 0 {
+		c.last = now
+		return false
+	}
+	return now.Sub(c.last) >= th
+}
+
+func (c *consumer) sendFlowControlLocked() {
+	c.fcN++
+	c.fcOut = c.s.fcPrefix(c.name) + strconv.FormatUint(c.fcN, 36)
+	_ = c.ic.Publish(c.cfg.DeliverSubject, c.fcOut, []byte("NATS/1.0 100 FlowControl Request\r\n\r\n"), nil)
+}
+
+// onFlowControl is the client's answer to a flow control request.
+func (c *consumer) onFlowControl(m *loop.WorkMsg) {
+	c.mu.Lock()
+	if m.Subject == c.fcOut {
+		c.fcOut = ""
+		c.pbytes = 0
+	}
+	c.deliverLocked()
+	c.mu.Unlock()
+}
+
+// maxDeliveredLocked gives up on p: as nats-server does, it leaves the ack-pending count but
+// not the stored pending state (the ack floor stays below it) nor the redelivered count.
+func (c *consumer) maxDeliveredLocked(p *pendingMsg) {
+	c.waitq.remove(p)
+	delete(c.pending, p.sseq)
+	c.a.advise("CONSUMER.MAX_DELIVERIES."+c.s.name+"."+c.name, "max_deliver", map[string]any{
+		"stream": c.s.name, "consumer": c.name, "stream_seq": p.sseq, "deliveries": p.dc})
+}
+
+// settleLocked takes p out of pending as if acknowledged (terminated, delivered too often,
+// or gone from the stream).
+func (c *consumer) settleLocked(p *pendingMsg) {
+	c.waitq.remove(p)
+	delete(c.pending, p.sseq)
+	delete(c.rdc, p.sseq)
+	_ = c.store.UpdateAcks(p.dseq, p.sseq)
+	c.markDirty()
+	c.s.retire(c, p.sseq)
+}
+
+func (c *consumer) dropPendingLocked(p *pendingMsg) {
+	c.waitq.remove(p)
+	delete(c.pending, p.sseq)
+	delete(c.rdc, p.sseq)
+	_ = c.store.UpdateAcks(p.dseq, p.sseq)
+	c.markDirty()
+}
+
+// sendStatus answers a pull request with a status (and its pending counts when n >= 0).
+func (c *consumer) sendStatus(reply, status string, n, b int) {
+	h := "NATS/1.0 " + status + "\r\n"
+	if n >= 0 {
+		h += "Nats-Pending-Messages: " + strconv.Itoa(n) + "\r\nNats-Pending-Bytes: " + strconv.Itoa(b) + "\r\n"
+	}
+	_ = c.ic.Publish(reply, "", []byte(h+"\r\n"), nil)
+}
+
+// nextRequestLocked returns the first waiting request still worth serving.
+func (c *consumer) nextRequestLocked() *pullRequest {
+	now := time.Now()
+	for len(c.waiting) > 0 {
+		wr := c.waiting[0]
+		if !wr.expires.IsZero() && now.After(wr.expires) {
+			c.sendStatus(wr.reply, "408 Request Timeout", wr.n, wr.b)
+			c.waiting = c.waiting[1:]
+			continue
+		}
+		if !c.a.acc.HasInterest(wr.reply) {
+			c.waiting = c.waiting[1:]
+			continue
+		}
+		return wr
+	}
+	return nil
+}
+
+func (c *consumer) removeRequestLocked(wr *pullRequest) {
+	if i := slices.Index(c.waiting, wr); i >= 0 {
+		c.waiting = slices.Delete(c.waiting, i, i+1)
+	}
+}
+
+// endNoWaitLocked ends the no_wait requests the stream has run out of messages for.
+func (c *consumer) endNoWaitLocked() {
+	kept := c.waiting[:0]
+	for _, wr := range c.waiting {
+		if wr.noWait && (wr.expires.IsZero() || wr.d > 0) {
+			c.sendStatus(wr.reply, "404 No Messages", -1, 0)
+			continue
+		}
+		kept = append(kept, wr)
+	}
+	c.waiting = kept
+}
+
+func (c *consumer) expireRequestsLocked(now time.Time) {
+	kept := c.waiting[:0]
+	for _, wr := range c.waiting {
+		if !wr.expires.IsZero() && now.After(wr.expires) {
+			c.sendStatus(wr.reply, "408 Request Timeout", wr.n, wr.b)
+			c.last = now
+			continue
+		}
+		kept = append(kept, wr)
+	}
+	clear(c.waiting[len(kept):])
+	c.waiting = kept
+}
+
+// onNext serves a pull request (MSG.NEXT, or an ack's +NXT).
+func (c *consumer) onNext(m *loop.WorkMsg) {
+	if m.Reply == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if c.isPush() {
+		c.sendStatus(m.Reply, "409 Consumer is push based", -1, 0)
+		return
+	}
+	if v, ok := header(m.Hdr, hdrRequiredAPILevel); ok && len(v) > 0 {
+		if n, err := strconv.Atoi(string(v)); err != nil || n > APILevel {
+			c.sendStatus(m.Reply, "412 Required Api Level", -1, 0)
+			return
+		}
+	}
+	c.nextRequestLocked2(m.Reply, m.Data)
+}
+
+func (c *consumer) nextRequestLocked2(reply string, body []byte) {
+	req, err := parseNextRequest(body)
+	if err != nil {
+		c.sendStatus(reply, "400 Bad Request - "+err.Error(), -1, 0)
+		return
+	}
+	cfg := &c.cfg
+	now := time.Now()
+	if cfg.MaxRequestBatch > 0 && req.Batch > cfg.MaxRequestBatch {
+		c.sendStatus(reply, "409 Exceeded MaxRequestBatch of "+strconv.Itoa(cfg.MaxRequestBatch), -1, 0)
+		return
+	}
+	if req.Expires > 0 && cfg.MaxRequestExpires > 0 && req.Expires > cfg.MaxRequestExpires {
+		c.sendStatus(reply, "409 Exceeded MaxRequestExpires of "+cfg.MaxRequestExpires.String(), -1, 0)
+		return
+	}
+	if req.MaxBytes > 0 && cfg.MaxRequestMaxBytes > 0 && req.MaxBytes > cfg.MaxRequestMaxBytes {
+		c.sendStatus(reply, "409 Exceeded MaxRequestMaxBytes of "+strconv.Itoa(cfg.MaxRequestMaxBytes), -1, 0)
+		return
+	}
+	var pg *PriorityGroup
+	if req.hasGroup {
+		g := req.PriorityGroup
+		pg = &g
+		if (g.MinPending != 0 || g.MinAckPending != 0) && cfg.PriorityPolicy != PriorityOverflow {
+			c.sendStatus(reply, "400 Bad Request - Not a Overflow Priority consumer", -1, 0)
+			return
+		}
+		if g.Id != "" && cfg.PriorityPolicy != PriorityPinned {
+			c.sendStatus(reply, "400 Bad Request - Not a Pinned Client Priority consumer", -1, 0)
+			return
+		}
+		if g.Priority < 0 || g.Priority > 9 {
+			c.sendStatus(reply, "400 Bad Request - Priority must be between 0 and 9", -1, 0)
+			return
+		}
+		if cfg.PriorityPolicy != "" && cfg.PriorityPolicy != PriorityNone {
+			if g.Group == "" {
+				c.sendStatus(reply, "400 Bad Request - Priority Group missing", -1, 0)
+				return
+			}
+			if !slices.Contains(cfg.PriorityGroups, g.Group) {
+				c.sendStatus(reply, "400 Bad Request - Invalid Priority Group", -1, 0)
+				return
+			}
+		}
+	}
+	c.last = now
+	if req.NoWait {
+		avail := c.availableLocked()
+		if avail == 0 && req.Expires == 0 {
+			c.sendStatus(reply, "404 No Messages", -1, 0)
+			return
+		}
+		if avail > 0 {
+			queued := 0
+			for _, wr := range c.waiting {
+				queued += wr.n
+			}
+			if avail < uint64(queued) {
+				c.sendStatus(reply, "408 Requests Pending", -1, 0)
+				return
+			}
+		}
+	}
+	if cfg.MaxWaiting > 0 && len(c.waiting) >= cfg.MaxWaiting {
+		c.expireRequestsLocked(now)
+		if len(c.waiting) >= cfg.MaxWaiting {
+			if req.Heartbeat == 0 {
+				c.sendStatus(reply, "409 Exceeded MaxWaiting", -1, 0)
+			}
+			return
+		}
+	}
+	wr := &pullRequest{reply: reply, n: max(req.Batch, 1), b: req.MaxBytes, noWait: req.NoWait,
+		hb: req.Heartbeat, received: now, group: pg}
+	if req.Expires > 0 {
+		wr.expires = now.Add(req.Expires)
+	}
+	if wr.hb > 0 {
+		wr.hbAt = now.Add(wr.hb)
+	}
+	if cfg.PriorityPolicy == PriorityPrioritized && pg != nil {
+		i := len(c.waiting)
+		for k, o := range c.waiting {
+			if o.group == nil || o.group.Priority > pg.Priority {
+				i = k
+				break
+			}
+		}
+		c.waiting = slices.Insert(c.waiting, i, wr)
+	} else {
+		c.waiting = append(c.waiting, wr)
+	}
+	c.deliverLocked()
+	c.rearmLocked(now)
+}
+
+// availableLocked counts what a request could be given now.
+func (c *consumer) availableLocked() uint64 {
+	n := c.npending.Load()
+	if n < 0 {
+		n = 0
+	}
+	return uint64(n) + uint64(len(c.rdq)) + uint64(len(c.lps))
+}
+
+type nextRequest struct {
+	JSApiConsumerGetNextRequest
+	hasGroup bool
+}
+
+// parseNextRequest reads a pull request's body: empty (one message), a number, or JSON.
+func parseNextRequest(body []byte) (nextRequest, error) {
+	b := bytes.TrimSpace(body)
+	var r nextRequest
+	switch {
+	case len(b) == 0:
+		r.Batch = 1
+	case b[0] == '{':
+		if err := json.Unmarshal(b, &r.JSApiConsumerGetNextRequest); err != nil {
+			return r, err
+		}
+		r.hasGroup = true
+		if r.Heartbeat > 0 && r.Heartbeat*2 > r.Expires {
+			return r, errHBTooLarge
+		}
+	default:
+		n, err := strconv.Atoi(string(b))
+		if err != nil {
+			n = 1
+		}
+		r.Batch = n
+	}
+	return r, nil
+}
+
+var errHBTooLarge = jsError("heartbeat value too large")
+
+type jsError string
+
+func (e jsError) Error() string { return string(e) }
+
+// onAck handles an ack, its kind in its body.
+func (c *consumer) onAck(m *loop.WorkMsg) {
+	dc, sseq, dseq, ok := parseAckSubject(m.Subject)
+	if !ok {
+		return
+	}
+	body := bytes.TrimSpace(m.Data)
+	kind, rest := body, []byte(nil)
+	if i := bytes.IndexAny(body, " \t\r\n"); i > 0 {
+		kind, rest = body[:i], bytes.TrimSpace(body[i+1:])
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.last = time.Now()
+	confirm := m.Reply != ""
+	switch string(kind) {
+	case "", "+ACK", "+OK":
+		c.ackLocked(sseq, dseq, dc)
+	case "+NXT":
+		c.ackLocked(sseq, dseq, dc)
+		if m.Reply != "" {
+			c.nextRequestLocked2(m.Reply, rest)
+		}
+		confirm = false
+	case "-NAK":
+		c.nakLocked(sseq, dseq, dc, rest)
+	case "+WPI":
+		if p := c.pending[sseq]; p != nil && p.dseq == dseq {
+			c.scheduleLocked(p, c.ackWaitFor(p.dc))
+		}
+	case "+TERM":
+		if p := c.pending[sseq]; p != nil {
+			c.settleLocked(p)
+			reason := string(rest)
+			c.a.advise("CONSUMER.MSG_TERMINATED."+c.s.name+"."+c.name, "terminated", map[string]any{
+				"stream": c.s.name, "consumer": c.name, "consumer_seq": dseq, "stream_seq": sseq,
+				"deliveries": dc, "reason": reason})
+		}
+	default:
+		c.ackLocked(sseq, dseq, dc)
+	}
+	c.deliverLocked()
+	c.mu.Unlock()
+	if confirm {
+		c.confirmWhenDurable(m.Reply)
+	}
+}
+
+// ackLocked acknowledges the delivery of sseq (and, under AckAll, everything before it).
+func (c *consumer) ackLocked(sseq, dseq, dc uint64) {
+	switch c.cfg.AckPolicy {
+	case AckNone:
+		return
+	case AckAll:
+		var acked []uint64
+		for s, p := range c.pending {
+			if s <= sseq {
+				c.waitq.remove(p)
+				delete(c.pending, s)
+				delete(c.rdc, s)
+				acked = append(acked, s)
+			}
+		}
+		_ = c.store.UpdateAcks(dseq, sseq)
+		c.markDirty()
+		slices.Sort(acked)
+		for _, s := range acked {
+			c.s.retire(c, s)
+		}
+	default:
+		p := c.pending[sseq]
+		if p == nil {
+			return
+		}
+		c.waitq.remove(p)
+		delete(c.pending, sseq)
+		delete(c.rdset, sseq)
+		delete(c.rdc, sseq)
+		_ = c.store.UpdateAcks(p.dseq, sseq)
+		c.markDirty()
+		c.s.retire(c, sseq)
+		if c.cfg.SampleFrequency != "" {
+			c.sampleAckLocked(p)
+		}
+	}
+	_ = dc
+}
+
+func (c *consumer) sampleAckLocked(p *pendingMsg) {
+	f := strings.TrimSuffix(strings.TrimSpace(c.cfg.SampleFrequency), "%")
+	pct, err := strconv.Atoi(f)
+	if err != nil || pct <= 0 {
+		return
+	}
+	if pct < 100 && int(p.dseq%100) >= pct {
+		return
+	}
+	subj := "$JS.EVENT.METRIC.CONSUMER.ACK." + c.s.name + "." + c.name
+	if !c.a.acc.HasInterest(subj) {
+		return
+	}
+	doc := map[string]any{"type": "io.nats.jetstream.metric.v1.consumer_ack", "id": randomID(),
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "stream": c.s.name, "consumer": c.name,
+		"consumer_seq": p.dseq, "stream_seq": p.sseq, "ack_time": time.Now().UnixNano() - p.ts, "deliveries": p.dc}
+	if d := c.a.js.cfg.Domain; d != "" {
+		doc["domain"] = d
+	}
+	b, _ := json.Marshal(doc)
+	_ = c.ic.Publish(subj, "", nil, b)
+}
+
+func (c *consumer) nakLocked(sseq, dseq, dc uint64, arg []byte) {
+	p := c.pending[sseq]
+	if p == nil || p.dseq != dseq {
+		return
+	}
+	var delay time.Duration
+	if len(arg) > 0 {
+		if arg[0] == '{' {
+			var d struct {
+				Delay time.Duration `json:"delay"`
+			}
+			if json.Unmarshal(arg, &d) == nil {
+				delay = d.Delay
+			}
+		} else if d, err := time.ParseDuration(string(arg)); err == nil {
+			delay = d
+		}
+	}
+	c.a.advise("CONSUMER.MSG_NAKED."+c.s.name+"."+c.name, "nak", map[string]any{
+		"stream": c.s.name, "consumer": c.name, "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc})
+	if delay > 0 {
+		c.scheduleLocked(p, delay)
+		return
+	}
+	c.waitq.remove(p)
+	p.deadline = 0
+	if c.rdset == nil {
+		c.rdset = make(map[uint64]struct{})
+	}
+	if _, ok := c.rdset[sseq]; !ok {
+		c.rdset[sseq] = struct{}{}
+		i, _ := slices.BinarySearch(c.rdq, sseq)
+		c.rdq = slices.Insert(c.rdq, i, sseq)
+	}
+}
+
+// parseAckSubject reads $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>
+// (or the v2 form with domain and account hash) from the end.
+func parseAckSubject(subj string) (dc, sseq, dseq uint64, ok bool) {
+	tok := strings.Split(subj, ".")
+	var base int
+	switch {
+	case len(tok) == 9:
+		base = 4
+	case len(tok) >= 11:
+		base = 6
+	default:
+		return 0, 0, 0, false
+	}
+	var err error
+	if dc, err = strconv.ParseUint(tok[base], 10, 64); err != nil {
+		return 0, 0, 0, false
+	}
+	if sseq, err = strconv.ParseUint(tok[base+1], 10, 64); err != nil {
+		return 0, 0, 0, false
+	}
+	if dseq, err = strconv.ParseUint(tok[base+2], 10, 64); err != nil {
+		return 0, 0, 0, false
+	}
+	return dc, sseq, dseq, true
+}
+
+// markDirty has the commit loop write the state changes made so far.
+func (c *consumer) markDirty() {
+	if !c.durable {
+		return
+	}
+	c.cmu.Lock()
+	c.dirty = true
+	start := !c.committing
+	c.committing = true
+	c.cmu.Unlock()
+	if start {
+		go c.commitLoop()
+	}
+}
+
+// confirmWhenDurable answers a double ack once every state change made before it is on
+// disk.
+func (c *consumer) confirmWhenDurable(reply string) {
+	if !c.durable {
+		_ = c.ic.Publish(reply, "", nil, nil)
+		return
+	}
+	c.cmu.Lock()
+	c.ackReplies = append(c.ackReplies, reply)
+	c.dirty = true
+	start := !c.committing
+	c.committing = true
+	c.cmu.Unlock()
+	if start {
+		go c.commitLoop()
+	}
+}
+
+// commitLoop commits until nothing is left dirty; each commit covers every change made
+// before it started, and the double acks waiting on them are answered after it.
+func (c *consumer) commitLoop() {
+	for {
+		c.cmu.Lock()
+		if !c.dirty {
+			c.committing = false
+			c.cmu.Unlock()
+			return
+		}
+		c.dirty = false
+		replies := c.ackReplies
+		c.ackReplies = nil
+		c.cmu.Unlock()
+		err := c.store.Commit()
+		if err != nil {
+			c.a.js.warnf("JetStream consumer '%s > %s > %s' state commit failed: %v", c.a.name, c.s.name, c.name, err)
+			continue // an unconfirmed double ack is retried by its client
+		}
+		for _, r := range replies {
+			_ = c.ic.Publish(r, "", nil, nil)
+		}
+	}
+}
+
+// ackPrefix is "$JS.ACK.<stream>.<consumer>." for a consumer's ack subjects.
+func (s *stream) ackPrefix(consumer string) string {
+	return "$JS.ACK." + s.name + "." + consumer + "."
+}
+
+func (s *stream) fcPrefix(consumer string) string {
+	return "$JS.FC." + s.name + "." + consumer + "."
+}
+
+// retire removes a message from an interest or work-queue stream once no consumer that
+// wants it has it outstanding. c (whose lock is held) has just acknowledged it.
+func (s *stream) retire(c *consumer, seq uint64) {
+	switch s.config().Retention {
+	case WorkQueuePolicy:
+		go s.removeRetired(seq)
+	case InterestPolicy:
+		go s.retireIfDone(c, seq)
+	}
+}
+
+func (s *stream) removeRetired(seq uint64) {
+	if s.closed.Load() {
+		return
+	}
+	_, _ = s.store.RemoveMsg(seq)
+}
+
+// retireIfDone removes seq when every consumer interested in its subject has acknowledged
+// it (taken without c's lock: it runs on its own goroutine).
+func (s *stream) retireIfDone(c *consumer, seq uint64) {
+	sm, err := s.store.LoadMsg(seq)
+	if err != nil {
+		return
+	}
+	for _, o := range s.consumerList() {
+		if !o.matches(sm.Subject) {
+			continue
+		}
+		o.mu.Lock()
+		done := o.ackedLocked(seq)
+		o.mu.Unlock()
+		if !done {
+			return
+		}
+	}
+	s.removeRetired(seq)
+}
+
+// ackedLocked reports whether the consumer is done with seq.
+func (c *consumer) ackedLocked(seq uint64) bool {
+	if seq >= c.sseq || slices.Contains(c.lps, seq) {
+		return false
+	}
+	if c.cfg.AckPolicy == AckNone {
+		return true
+	}
+	_, pend := c.pending[seq]
+	return !pend
+}
+
+// ----- lifecycle -----
+
+// consumerMeta is a consumer's meta.inf.
+type consumerMeta struct {
+	Created time.Time `json:"created"`
+	ConsumerConfig
+}
+
+func (s *stream) consumersDir() string { return filepath.Join(s.dir, "obs") }
+
+// openConsumer makes (create) or recovers a consumer of s with cfg (defaults applied).
+func (s *stream) openConsumer(name string, cfg ConsumerConfig, created time.Time, create bool) (*consumer, error) {
+	a := s.a
+	j := a.js
+	c := &consumer{s: s, a: a, name: name, created: created, cfg: cfg, filters: filtersOf(&cfg),
+		ackp: ackPolicyOf(cfg.AckPolicy), pending: make(map[uint64]*pendingMsg), last: time.Now()}
+	onDisk := s.config().Storage == FileStorage && !cfg.MemoryStorage
+	if onDisk {
+		c.dir = filepath.Join(s.consumersDir(), name)
+		if create {
+			if err := mkdirDurable(j.cfg.FS, c.dir, s.dir, &j.durableDirs); err != nil {
+				return nil, err
+			}
+			if err := writeConsumerMeta(j.cfg.FS, c.dir, &cfg, created); err != nil {
+				return nil, err
+			}
+		}
+		sc := filestore.ConsumerStoreConfig{Dir: c.dir, FS: j.cfg.FS, AckPolicy: c.ackp,
+			SyncInterval: j.cfg.SyncInterval,
+			Logf: func(f string, args ...any) {
+				j.warnf("JetStream consumer '%s > %s > %s': "+f, append([]any{a.name, s.name, name}, args...)...)
+			}}
+		if sc.SyncInterval == 0 {
+			sc.Journal = j.journal
+		}
+		st, err := filestore.OpenConsumerStore(sc)
+		if err != nil {
+			return nil, err
+		}
+		c.store = st
+		c.durable = true
+	} else {
+		c.store = filestore.NewConsumerMemStore(c.ackp)
+	}
+	c.ic = j.eng.NewInternalClient(loop.KindJetStream, a.acc, "JetStream consumer "+s.name+" > "+name)
+	if create {
+		if err := c.setStart(); err != nil {
+			c.store.Stop()
+			c.ic.Close()
+			return nil, err
+		}
+	} else {
+		c.recoverState()
+	}
+	return c, nil
+}
+
+// setStart places a new consumer where its deliver policy says.
+func (c *consumer) setStart() error {
+	store := c.s.store
+	st := store.FastState()
+	var start uint64
+	switch c.cfg.DeliverPolicy {
+	case DeliverAll, "":
+		start = max(st.FirstSeq, 1)
+	case DeliverLast:
+		start = st.LastSeq + 1
+		if c.filters == nil {
+			if st.Msgs > 0 {
+				start = st.LastSeq
+			}
+		} else {
+			var best uint64
+			for _, f := range c.filters {
+				if sm, err := store.LoadLastMsg(f); err == nil && sm.Seq > best {
+					best = sm.Seq
+				}
+			}
+			if best > 0 {
+				start = best
+			}
+		}
+	case DeliverNew:
+		start = st.LastSeq + 1
+	case DeliverByStartSeq:
+		start = max(c.cfg.OptStartSeq, 1)
+	case DeliverByStartTime:
+		if c.cfg.OptStartTime != nil {
+			start = store.GetSeqFromTime(*c.cfg.OptStartTime)
+		}
+	case DeliverLastPerSubject:
+		filters := c.filters
+		if filters == nil {
+			filters = []string{">"}
+		}
+		seqs, err := store.MultiLastSeqs(filters, 0, 0)
+		if err != nil {
+			return err
+		}
+		c.lps = seqs
+		start = st.LastSeq + 1
+	}
+	if start == 0 {
+		start = 1
+	}
+	c.sseq = start
+	c.dseq = 1
+	fl := filestore.SequencePair{Stream: start - 1}
+	if len(c.lps) > 0 {
+		fl.Stream = c.lps[0] - 1
+	}
+	if err := c.store.SetState(&filestore.ConsumerState{Delivered: fl, AckFloor: fl}); err != nil {
+		return err
+	}
+	c.recount()
+	return nil
+}
+
+// recoverState rebuilds the consumer's position and pending deliveries from its store;
+// each pending delivery waits its remaining ack wait.
+func (c *consumer) recoverState() {
+	st := c.store.State()
+	c.sseq = st.Delivered.Stream + 1
+	c.dseq = st.Delivered.Consumer + 1
+	type pe struct {
+		sseq uint64
+		p    *filestore.PendingAck
+	}
+	var list []pe
+	for s, p := range st.Pending {
+		list = append(list, pe{s, p})
+	}
+	slices.SortFunc(list, func(a, b pe) int { return int(a.p.Timestamp - b.p.Timestamp) })
+	wait := c.ackWaitFor(1)
+	for _, e := range list {
+		dc := st.Redelivered[e.sseq] + 1
+		if dc > 1 {
+			if c.rdc == nil {
+				c.rdc = make(map[uint64]uint64)
+			}
+			c.rdc[e.sseq] = dc - 1
+		}
+		p := &pendingMsg{sseq: e.sseq, dseq: e.p.Sequence, dc: dc, ts: e.p.Timestamp}
+		p.deadline = e.p.Timestamp + int64(wait)
+		c.pending[e.sseq] = p
+		if t := c.waitq.tail; t == nil || t.deadline <= p.deadline {
+			c.waitq.push(p)
+		} else {
+			c.oddq.push(deadlineEntry{at: p.deadline, sseq: p.sseq, dseq: p.dseq})
+		}
+	}
+	c.recount()
+}
+
+// recount counts num_pending exactly.
+func (c *consumer) recount() {
+	st := c.s.store.FastState()
+	var n uint64
+	if c.sseq <= st.LastSeq {
+		if c.filters == nil {
+			n = c.s.store.FilteredState("", c.sseq).Msgs
+		} else {
+			for _, f := range c.filters {
+				n += c.s.store.FilteredState(f, c.sseq).Msgs
+			}
+		}
+	}
+	c.npBase.Store(st.LastSeq)
+	c.npending.Store(int64(n))
+}
+
+// start subscribes the consumer's subjects and begins delivering.
+func (c *consumer) start() error {
+	s := c.s
+	subjs := []struct {
+		subj string
+		fn   func(*loop.WorkMsg)
+	}{
+		{s.ackPrefix(c.name) + ">", c.onAck},
+		{s.fcPrefix(c.name) + "*", c.onFlowControl},
+		{"$JS.API.CONSUMER.MSG.NEXT." + s.name + "." + c.name, c.onNext},
+	}
+	if d := c.a.js.cfg.Domain; d != "" {
+		subjs = append(subjs, struct {
+			subj string
+			fn   func(*loop.WorkMsg)
+		}{"$JS." + d + ".API.CONSUMER.MSG.NEXT." + s.name + "." + c.name, c.onNext})
+	}
+	for _, x := range subjs {
+		sub, err := c.ic.Worker(x.subj, "", x.fn)
+		if err != nil {
+			return err
+		}
+		c.subs = append(c.subs, sub)
+	}
+	c.mu.Lock()
+	if c.cfg.PauseUntil != nil && time.Now().Before(*c.cfg.PauseUntil) {
+		c.pauseLocked(*c.cfg.PauseUntil)
+	}
+	c.rearmLocked(time.Now())
+	c.mu.Unlock()
+	c.kick()
+	return nil
+}
+
+// stop ends the consumer; with remove its files go too.
+func (c *consumer) stop(remove bool) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.pauseTmr != nil {
+		c.pauseTmr.Stop()
+	}
+	waiting := c.waiting
+	c.waiting = nil
+	c.mu.Unlock()
+	for _, sub := range c.subs {
+		sub.Unsubscribe()
+	}
+	if remove {
+		for _, wr := range waiting {
+			c.sendStatus(wr.reply, "409 Consumer Deleted", wr.n, wr.b)
+		}
+	}
+	// Wait out a commit in flight so that Stop and Delete see a quiet store.
+	for {
+		c.cmu.Lock()
+		busy := c.committing
+		c.cmu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var err error
+	if remove {
+		err = c.store.Delete()
+		if c.dir != "" {
+			_ = removeAll(c.a.js.cfg.FS, c.dir)
+		}
+	} else {
+		err = c.store.Stop()
+	}
+	_ = c.ic.Flush(time.Second)
+	c.ic.Close()
+	return err
+}
+
+func (c *consumer) pauseLocked(until time.Time) {
+	c.paused = true
+	if c.pauseTmr != nil {
+		c.pauseTmr.Stop()
+	}
+	c.pauseTmr = time.AfterFunc(time.Until(until), func() {
+		c.mu.Lock()
+		c.paused = false
+		c.cfg.PauseUntil = nil
+		c.mu.Unlock()
+		c.a.advise("CONSUMER.PAUSE."+c.s.name+"."+c.name, "consumer_pause", map[string]any{
+			"stream": c.s.name, "consumer": c.name, "paused": false})
+		c.kick()
+	})
+}
+
+// info reports the consumer. Its state is committed first, so that nothing it reports can
+// be lost afterwards by a crash.
+func (c *consumer) info() *ConsumerInfo { return c.infoWith(true) }
+
+// infoWith reports the consumer; dynamic adds the server's levels to the metadata, as
+// nats-server's info and create replies have them (its lists do not).
+func (c *consumer) infoWith(dynamic bool) *ConsumerInfo {
+	if c.durable {
+		_ = c.store.Commit()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recountLocked()
+	st := c.store.State()
+	cfg := c.cfg
+	if dynamic {
+		md := make(map[string]string, len(cfg.Metadata)+2)
+		maps.Copy(md, cfg.Metadata)
+		md["_nats.level"] = strconv.Itoa(APILevel)
+		md["_nats.ver"] = Version
+		cfg.Metadata = md
+	}
+	ci := &ConsumerInfo{Stream: c.s.name, Name: c.name, Created: c.created.UTC(), Config: &cfg,
+		Delivered:     SequenceInfo{Consumer: st.Delivered.Consumer, Stream: st.Delivered.Stream},
+		AckFloor:      SequenceInfo{Consumer: st.AckFloor.Consumer, Stream: st.AckFloor.Stream},
+		NumAckPending: len(c.pending), NumWaiting: len(c.waiting), TimeStamp: time.Now().UTC()}
+	ci.NumRedelivered = len(c.rdc)
+	if np := c.npending.Load(); np > 0 {
+		ci.NumPending = uint64(np)
+	}
+	ci.NumPending += uint64(len(c.lps))
+	if !c.lastDlv.IsZero() && st.Delivered.Consumer > 0 {
+		t := c.lastDlv.UTC()
+		ci.Delivered.Last = &t
+	}
+	if n := c.a.js.cfg.ServerName; n != "" {
+		ci.Cluster = &ClusterInfo{Leader: n}
+	}
+	if c.isPush() {
+		ci.PushBound = c.a.acc.HasInterest(c.cfg.DeliverSubject)
+	}
+	if c.paused && cfg.PauseUntil != nil {
+		ci.Paused = true
+		ci.PauseRemaining = time.Until(*cfg.PauseUntil)
+	}
+	if c.pinID != "" && len(cfg.PriorityGroups) > 0 {
+		ci.PriorityGroups = []PriorityGroupState{{Group: cfg.PriorityGroups[0], PinnedClientID: c.pinID, PinnedTS: c.pinTS}}
+	}
+	return ci
+}
+
+func (c *consumer) recountLocked() {
+	st := c.s.store.FastState()
+	var n uint64
+	if c.sseq <= st.LastSeq {
+		if c.filters == nil {
+			n = c.s.store.FilteredState("", c.sseq).Msgs
+		} else {
+			for _, f := range c.filters {
+				n += c.s.store.FilteredState(f, c.sseq).Msgs
+			}
+		}
+	}
+	c.npBase.Store(st.LastSeq)
+	c.npending.Store(int64(n))
+}
+
+// purged moves the consumer past messages a purge removed.
+func (c *consumer) purged() {
+	c.mu.Lock()
+	first := c.s.store.FastState().FirstSeq
+	if c.sseq < first {
+		c.sseq = first
+	}
+	for s, p := range c.pending {
+		if s < first {
+			c.dropPendingLocked(p)
+		}
+	}
+	c.recountLocked()
+	c.mu.Unlock()
+}
+
+func writeConsumerMeta(fs filestore.FS, dir string, cfg *ConsumerConfig, created time.Time) error {
+	b, err := json.Marshal(consumerMeta{Created: created.UTC(), ConsumerConfig: *cfg})
+	if err != nil {
+		return err
+	}
+	if err := writeSynced(fs, filepath.Join(dir, metaName+".tmp"), b); err != nil {
+		return err
+	}
+	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
+		return err
+	}
+	return fs.SyncDir(dir)
+}
+
+func readConsumerMeta(fs filestore.FS, dir string) (ConsumerConfig, time.Time, error) {
+	b, err := readAll(fs, filepath.Join(dir, metaName))
+	if err != nil {
+		return ConsumerConfig{}, time.Time{}, err
+	}
+	var m consumerMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return ConsumerConfig{}, time.Time{}, err
+	}
+	return m.ConsumerConfig, m.Created, nil
+}
+
+// recoverConsumers opens the consumers a file stream's directory holds.
+func (s *stream) recoverConsumers() {
+	names, err := s.a.js.cfg.FS.ReadDir(s.consumersDir())
+	if err != nil {
+		return
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		dir := filepath.Join(s.consumersDir(), n)
+		cfg, created, err := readConsumerMeta(s.a.js.cfg.FS, dir)
+		if err != nil {
+			s.a.js.warnf("  Error recovering consumer %q of stream '%s > %s': %v", n, s.a.name, s.name, err)
+			continue
+		}
+		c, err := s.openConsumer(n, cfg, created, false)
+		if err != nil {
+			s.a.js.warnf("  Error recovering consumer %q of stream '%s > %s': %v", n, s.a.name, s.name, err)
+			continue
+		}
+		s.indexConsumer(c)
+		if err := c.start(); err != nil {
+			s.a.js.warnf("  Error starting consumer %q of stream '%s > %s': %v", n, s.a.name, s.name, err)
+		}
+	}
+}
+
+// deleteConsumer stops c and removes it (advising its deletion when advise).
+func (s *stream) deleteConsumer(c *consumer, advise bool) error {
+	if s.consumer(c.name) != c {
+		return nil
+	}
+	s.unindexConsumer(c, c.filters)
+	err := c.stop(true)
+	if advise {
+		s.a.advise("CONSUMER.DELETED."+s.name+"."+c.name, "consumer_action", map[string]any{
+			"stream": s.name, "consumer": c.name, "action": "delete"})
+	}
+	return err
+}
+
+// stopConsumers stops every consumer (remove: and deletes their files).
+func (s *stream) stopConsumers(remove bool) {
+	for _, c := range s.consumerList() {
+		s.unindexConsumer(c, c.filters)
+		c.stop(remove)
+	}
+}

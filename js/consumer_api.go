@@ -1,0 +1,341 @@
+package js
+
+import (
+	"crypto/rand"
+	"maps"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/natsd/natsd/filestore"
+)
+
+// The consumer half of the $JS.API.
+
+type consumerCreateResponse = consumerInfoResponse
+
+func (a *account) apiConsumerCreate(r *apiReq, typ string) {
+	var req CreateConsumerRequest
+	if e := decode(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	tok := strings.Split(r.subject, ".")
+	streamName, name, e := createTarget(tok, &req)
+	if e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	if req.Config.Replicas > 1 {
+		a.respondErr(r.reply, typ, JSStreamReplicasNotSupportedErr)
+		return
+	}
+	s := a.lookup(streamName)
+	if s == nil {
+		a.respondErr(r.reply, typ, JSStreamNotFoundErr)
+		return
+	}
+	c, e := a.addConsumer(s, name, &req)
+	if e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	a.respond(r.reply, consumerCreateResponse{apiResponse{Type: typ}, c.info()})
+}
+
+// addConsumer creates a consumer, returns the existing one when the configuration is the
+// same, or updates it, as the request's action allows.
+func (a *account) addConsumer(s *stream, name string, req *CreateConsumerRequest) (*consumer, *APIError) {
+	s.cons.create.Lock() // serialises creates and updates of one stream's consumers
+	defer s.cons.create.Unlock()
+	s.cons.mu.RLock()
+	byID := maps.Clone(s.cons.byID)
+	s.cons.mu.RUnlock()
+	lim := consumerLimits{stream: s.config(), account: a.limits(), maxAckPending: a.js.cfg.MaxAckPending,
+		action: req.Action, deliverInterest: func(subj string) bool { return a.acc.HasInterest(subj) }}
+	var others []*ConsumerConfig
+	var old *consumer
+	for n, o := range byID {
+		o.mu.Lock()
+		oc := o.cfg
+		o.mu.Unlock()
+		if n == name {
+			old = o
+			lim.existing = &oc
+			continue
+		}
+		others = append(others, &oc)
+	}
+	cfg, e := prepareConsumerConfig(req, lim, others)
+	if e != nil {
+		return nil, e
+	}
+	if old != nil {
+		stampInactiveThreshold(cfg, cfg.Durable == "")
+		if reflect.DeepEqual(*lim.existing, *cfg) {
+			return old, nil
+		}
+		if e := s.updateConsumerLocked(old, *cfg); e != nil {
+			return nil, e
+		}
+		return old, nil
+	}
+	if m := a.limits().MaxConsumers; m > 0 && a.numConsumers() >= m {
+		return nil, JSMaximumConsumersLimitErr
+	}
+	if name == "" {
+		name = ephemeralName()
+	}
+	if cfg.Durable == "" {
+		cfg.Name = name
+	} else if cfg.Name == "" {
+		cfg.Name = cfg.Durable
+	}
+	stampInactiveThreshold(cfg, cfg.Durable == "")
+	c, err := s.openConsumer(name, *cfg, time.Now().UTC(), true)
+	if err != nil {
+		a.js.warnf("JetStream consumer '%s > %s > %s' could not be created: %v", a.name, s.name, name, err)
+		return nil, JSConsumerCreateErrF.with("err", "error creating store for consumer")
+	}
+	s.indexConsumer(c)
+	if err := c.start(); err != nil {
+		s.unindexConsumer(c, c.filters)
+		c.stop(true)
+		return nil, JSConsumerCreateErrF.withErr(err)
+	}
+	a.advise("CONSUMER.CREATED."+s.name+"."+name, "consumer_action", map[string]any{
+		"stream": s.name, "consumer": name, "action": "create"})
+	return c, nil
+}
+
+// updateConsumerLocked applies an accepted update (s.cons.create held).
+func (s *stream) updateConsumerLocked(c *consumer, cfg ConsumerConfig) *APIError {
+	if c.dir != "" {
+		if err := writeConsumerMeta(s.a.js.cfg.FS, c.dir, &cfg, c.created); err != nil {
+			return JSConsumerCreateErrF.withErr(err)
+		}
+	}
+	c.mu.Lock()
+	oldFilters := c.filters
+	c.cfg = cfg
+	c.filters = filtersOf(&cfg)
+	if c.paused && (cfg.PauseUntil == nil || !time.Now().Before(*cfg.PauseUntil)) {
+		c.paused = false
+		if c.pauseTmr != nil {
+			c.pauseTmr.Stop()
+		}
+	} else if cfg.PauseUntil != nil && time.Now().Before(*cfg.PauseUntil) {
+		c.pauseLocked(*cfg.PauseUntil)
+	}
+	c.recountLocked()
+	c.mu.Unlock()
+	s.unindexConsumer(c, oldFilters)
+	s.indexConsumer(c)
+	c.kick()
+	return nil
+}
+
+func (a *account) numConsumers() int {
+	n := 0
+	for _, s := range a.streamList() {
+		n += s.numConsumers()
+	}
+	return n
+}
+
+// ephemeralName is a server-made consumer name: 8 characters, as nats-server's.
+func ephemeralName() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:])
+}
+
+// consumerOf returns the consumer the request's subject names at tokens i (stream), i+1.
+func (a *account) consumerOf(r *apiReq, typ string, i int) (*stream, *consumer) {
+	tok := strings.Split(r.subject, ".")
+	if i+1 >= len(tok) {
+		a.respondErr(r.reply, typ, JSConsumerNotFoundErr)
+		return nil, nil
+	}
+	s := a.lookup(tok[i])
+	if s == nil {
+		a.respondErr(r.reply, typ, JSStreamNotFoundErr)
+		return nil, nil
+	}
+	c := s.consumer(tok[i+1])
+	if c == nil {
+		a.respondErr(r.reply, typ, JSConsumerNotFoundErr)
+		return s, nil
+	}
+	return s, c
+}
+
+func (a *account) apiConsumerInfo(r *apiReq, typ string) {
+	if !emptyRequest(r.body) {
+		a.respondErr(r.reply, typ, JSNotEmptyRequestErr)
+		return
+	}
+	_, c := a.consumerOf(r, typ, 2)
+	if c == nil {
+		return
+	}
+	a.respond(r.reply, consumerInfoResponse{apiResponse{Type: typ}, c.info()})
+}
+
+func (a *account) apiConsumerDelete(r *apiReq, typ string) {
+	if !emptyRequest(r.body) {
+		a.respondErr(r.reply, typ, JSNotEmptyRequestErr)
+		return
+	}
+	s, c := a.consumerOf(r, typ, 2)
+	if c == nil {
+		return
+	}
+	if err := s.deleteConsumer(c, true); err != nil {
+		a.respondErr(r.reply, typ, JSStreamGeneralErrorF.withErr(err))
+		return
+	}
+	a.respond(r.reply, successResponse{apiResponse{Type: typ}, true})
+}
+
+func (a *account) apiConsumerNames(r *apiReq, typ string) {
+	var req ApiPagedRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	s := a.streamOf(r, typ, 2)
+	if s == nil {
+		return
+	}
+	all := s.consumerList()
+	off := min(max(req.Offset, 0), len(all))
+	end := min(off+namesLimit, len(all))
+	resp := consumerNamesResponse{apiResponse: apiResponse{Type: typ},
+		apiPaged: apiPaged{Total: len(all), Offset: off, Limit: namesLimit}, Consumers: []string{}}
+	for _, c := range all[off:end] {
+		resp.Consumers = append(resp.Consumers, c.name)
+	}
+	a.respond(r.reply, resp)
+}
+
+func (a *account) apiConsumerList(r *apiReq, typ string) {
+	var req ApiPagedRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	s := a.streamOf(r, typ, 2)
+	if s == nil {
+		return
+	}
+	all := s.consumerList()
+	off := min(max(req.Offset, 0), len(all))
+	end := min(off+listLimit, len(all))
+	resp := consumerListResponse{apiResponse: apiResponse{Type: typ},
+		apiPaged: apiPaged{Total: len(all), Offset: off, Limit: listLimit}, Consumers: []any{}}
+	for _, c := range all[off:end] {
+		resp.Consumers = append(resp.Consumers, c.infoWith(false))
+	}
+	a.respond(r.reply, resp)
+}
+
+func (a *account) apiConsumerPause(r *apiReq, typ string) {
+	var req JSApiConsumerPauseRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	s, c := a.consumerOf(r, typ, 2)
+	if c == nil {
+		return
+	}
+	s.cons.create.Lock()
+	c.mu.Lock()
+	cfg := c.cfg
+	c.mu.Unlock()
+	resume := req.PauseUntil.IsZero() || !time.Now().Before(req.PauseUntil)
+	if resume {
+		cfg.PauseUntil = nil
+	} else {
+		t := req.PauseUntil.UTC()
+		cfg.PauseUntil = &t
+	}
+	e := s.updateConsumerLocked(c, cfg)
+	s.cons.create.Unlock()
+	if e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	resp := consumerPauseResponse{apiResponse: apiResponse{Type: typ}}
+	if !resume {
+		resp.Paused, resp.PauseUntil, resp.PauseRemaining = true, req.PauseUntil.UTC(), time.Until(req.PauseUntil)
+	}
+	fields := map[string]any{"stream": s.name, "consumer": c.name, "paused": !resume}
+	if !resume {
+		fields["pause_until"] = req.PauseUntil.UTC()
+	}
+	a.advise("CONSUMER.PAUSE."+s.name+"."+c.name, "consumer_pause", fields)
+	a.respond(r.reply, resp)
+}
+
+func (a *account) apiConsumerReset(r *apiReq, typ string) {
+	var req JSApiConsumerResetRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	_, c := a.consumerOf(r, typ, 2)
+	if c == nil {
+		return
+	}
+	seq, e := c.reset(req.Seq)
+	if e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	a.respond(r.reply, consumerResetResponse{apiResponse{Type: typ}, c.info(), seq})
+}
+
+// reset moves the consumer to seq (0: back to its ack floor), dropping what is pending.
+func (c *consumer) reset(seq uint64) (uint64, *APIError) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.store.State()
+	if seq == 0 {
+		seq = st.AckFloor.Stream + 1
+	}
+	for _, p := range c.pending {
+		c.waitq.remove(p)
+	}
+	c.pending = make(map[uint64]*pendingMsg)
+	c.oddq, c.rdq, c.rdset, c.lps, c.rdc = nil, nil, nil, nil, nil
+	c.sseq = seq
+	pair := filestore.SequencePair{Consumer: c.dseq - 1, Stream: seq - 1}
+	if err := c.store.SetState(&filestore.ConsumerState{Delivered: pair, AckFloor: pair}); err != nil {
+		return 0, JSConsumerStoreFailedErrF.withErr(err)
+	}
+	c.recountLocked()
+	go c.kick()
+	return seq, nil
+}
+
+func (a *account) apiConsumerUnpin(r *apiReq, typ string) {
+	var req JSApiConsumerUnpinRequest
+	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
+		a.respondErr(r.reply, typ, e)
+		return
+	}
+	_, c := a.consumerOf(r, typ, 2)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.pinID = ""
+	c.mu.Unlock()
+	a.respond(r.reply, apiResponse{Type: typ})
+}
