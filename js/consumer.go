@@ -176,16 +176,16 @@ func (h *deadlineHeap) pop() deadlineEntry {
 
 // pullRequest is one waiting MSG.NEXT request.
 type pullRequest struct {
-	reply     string
-	n, d      int // batch left, delivered
-	b         int // max bytes left (0: none)
-	expires   time.Time
-	noWait    bool
-	hb        time.Duration
-	hbAt      time.Time
-	received  time.Time
-	group     *PriorityGroup
-	pin       string // the pin id its deliveries carry (pinned_client)
+	reply    string
+	n, d     int // batch left, delivered
+	b        int // max bytes left (0: none)
+	expires  time.Time
+	noWait   bool
+	hb       time.Duration
+	hbAt     time.Time
+	received time.Time
+	group    *PriorityGroup
+	pin      string // the pin id its deliveries carry (pinned_client)
 }
 
 func ackPolicyOf(p AckPolicy) filestore.ConsumerAckPolicy {
