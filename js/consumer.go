@@ -428,7 +428,8 @@ func (c *consumer) deliverLocked() {
 			c.replTS, c.replAt = sm.TS, now
 		}
 		if wr != nil && wr.b > 0 {
-			sz := len(sm.Subject) + len(sm.Header) + len(sm.Data)
+			// As nats-server counts it: subject, ack reply, headers and payload.
+			sz := len(sm.Subject) + c.ackReplyLen(sm, dc) + len(sm.Header) + len(sm.Data)
 			if sz > wr.b {
 				c.unread(sm.Seq, dc)
 				c.sendStatus(wr.reply, "409 Message Size Exceeds MaxBytes", wr.n, wr.b)
@@ -461,6 +462,24 @@ func (c *consumer) deliverLocked() {
 			}
 		}
 	}
+}
+
+// ackReplyLen is the length of the ack reply subject sm's delivery (count dc) will carry.
+func (c *consumer) ackReplyLen(sm *filestore.StoredMsg, dc uint64) int {
+	np := c.npending.Load()
+	if dc == 1 {
+		np--
+	}
+	np = max(np, 0) + int64(len(c.lps))
+	digits := func(v uint64) int {
+		n := 1
+		for v >= 10 {
+			v /= 10
+			n++
+		}
+		return n
+	}
+	return len(c.s.ackPrefix(c.name)) + 4 + digits(dc) + digits(sm.Seq) + digits(c.dseq) + digits(uint64(sm.TS)) + digits(uint64(np))
 }
 
 // fcWindow is how many bytes a push consumer with flow control sends before it waits for
@@ -863,7 +882,7 @@ func (c *consumer) nextRequestLocked() *pullRequest {
 	now := time.Now()
 	for i := 0; i < len(c.waiting); {
 		wr := c.waiting[i]
-		if !wr.expires.IsZero() && now.After(wr.expires) {
+		if !wr.expires.IsZero() && !now.Before(wr.expires) {
 			c.sendStatus(wr.reply, "408 Request Timeout", wr.n, wr.b)
 			c.waiting = slices.Delete(c.waiting, i, i+1)
 			continue
@@ -948,7 +967,7 @@ func (c *consumer) endNoWaitLocked() {
 func (c *consumer) expireRequestsLocked(now time.Time) {
 	kept := c.waiting[:0]
 	for _, wr := range c.waiting {
-		if !wr.expires.IsZero() && now.After(wr.expires) {
+		if !wr.expires.IsZero() && !now.Before(wr.expires) {
 			c.sendStatus(wr.reply, "408 Request Timeout", wr.n, wr.b)
 			c.last = now
 			continue
