@@ -302,20 +302,36 @@ func (a *account) apiConsumerReset(r *apiReq, typ string) {
 }
 
 // reset moves the consumer to seq (0: back to its ack floor), dropping what is pending.
+// As nats-server's resetStartingSeq: a sequence is allowed under deliver all, and under
+// by_start_sequence/by_start_time when not below the configured start; the delivery
+// sequence starts again at 1 and the last delivery and ack times are forgotten.
 func (c *consumer) reset(seq uint64) (uint64, *APIError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.store.State()
-	if seq == 0 {
+	switch {
+	case seq == 0:
 		seq = st.AckFloor.Stream + 1
+	case c.cfg.DeliverPolicy == DeliverAll:
+	case c.cfg.DeliverPolicy == DeliverByStartSeq:
+		if seq < c.cfg.OptStartSeq {
+			return 0, JSConsumerInvalidResetErr.with("err", "below start seq")
+		}
+	case c.cfg.DeliverPolicy == DeliverByStartTime && c.cfg.OptStartTime != nil:
+		if seq < c.s.store.GetSeqFromTime(*c.cfg.OptStartTime) {
+			return 0, JSConsumerInvalidResetErr.with("err", "below start time")
+		}
+	default:
+		return 0, JSConsumerInvalidResetErr.with("err", "not allowed")
 	}
 	for _, p := range c.pending {
 		c.waitq.remove(p)
 	}
 	c.pending = make(map[uint64]*pendingMsg)
 	c.oddq, c.rdq, c.rdset, c.lps, c.rdc = nil, nil, nil, nil, nil
-	c.sseq = seq
-	pair := filestore.SequencePair{Consumer: c.dseq - 1, Stream: seq - 1}
+	c.sseq, c.dseq = seq, 1
+	c.lastDlv, c.lastAck = time.Time{}, time.Time{}
+	pair := filestore.SequencePair{Consumer: 0, Stream: seq - 1}
 	if err := c.store.SetState(&filestore.ConsumerState{Delivered: pair, AckFloor: pair}); err != nil {
 		return 0, JSConsumerStoreFailedErrF.withErr(err)
 	}
