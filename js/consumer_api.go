@@ -259,21 +259,24 @@ func (a *account) apiConsumerPause(r *apiReq, typ string) {
 	cfg := c.cfg
 	c.mu.Unlock()
 	resume := req.PauseUntil.IsZero() || !time.Now().Before(req.PauseUntil)
-	if resume {
+	// As nats-server: any non-zero time is kept in the config, a past one too; and the
+	// required API level is set anew (pause_until needs level 1).
+	if req.PauseUntil.IsZero() {
 		cfg.PauseUntil = nil
 	} else {
 		t := req.PauseUntil.UTC()
 		cfg.PauseUntil = &t
 	}
+	setStaticConsumerMetadata(&cfg)
 	e := s.updateConsumerLocked(c, cfg)
 	s.cons.create.Unlock()
 	if e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
-	resp := consumerPauseResponse{apiResponse: apiResponse{Type: typ}}
+	resp := consumerPauseResponse{apiResponse: apiResponse{Type: typ}, PauseUntil: req.PauseUntil.UTC()}
 	if !resume {
-		resp.Paused, resp.PauseUntil, resp.PauseRemaining = true, req.PauseUntil.UTC(), time.Until(req.PauseUntil)
+		resp.Paused, resp.PauseRemaining = true, time.Until(req.PauseUntil)
 	}
 	fields := map[string]any{"stream": s.name, "consumer": c.name, "paused": !resume}
 	if !resume {
