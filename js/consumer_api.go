@@ -358,3 +358,19 @@ func (a *account) apiConsumerUnpin(r *apiReq, typ string) {
 	c.mu.Unlock()
 	a.respond(r.reply, apiResponse{Type: typ})
 }
+
+// nextFallback answers a pull request the API subscription caught for a consumer that does
+// not exist: nats-server's $JS.API.> import does not take MSG.NEXT requests, so there
+// nobody answers and the client gets its no responders status at once (nats-server's 503,
+// naming the subject) rather than waiting out its timeout. An existing consumer's own
+// subscription answers.
+func (a *account) nextFallback(r *apiReq, subject string) {
+	if r.reply == "" {
+		return
+	}
+	stream, name, _ := strings.Cut(strings.TrimPrefix(r.subject, "CONSUMER.MSG.NEXT."), ".")
+	if s := a.lookup(stream); s != nil && s.consumer(name) != nil {
+		return
+	}
+	_ = a.api.Publish(r.reply, "", []byte("NATS/1.0 503\r\nNats-Subject: "+subject+"\r\n\r\n"), nil)
+}
