@@ -307,7 +307,7 @@ func (a *account) apiConsumerReset(r *apiReq, typ string) {
 // reset moves the consumer to seq (0: back to its ack floor), dropping what is pending.
 // As nats-server's resetStartingSeq: a sequence is allowed under deliver all, and under
 // by_start_sequence/by_start_time when not below the configured start; the delivery
-// sequence starts again at 1 and the last delivery and ack times are forgotten.
+// sequence starts again at 1 and the last ack time is forgotten.
 func (c *consumer) reset(seq uint64) (uint64, *APIError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -333,7 +333,7 @@ func (c *consumer) reset(seq uint64) (uint64, *APIError) {
 	c.pending = make(map[uint64]*pendingMsg)
 	c.oddq, c.rdq, c.rdset, c.lps, c.rdc = nil, nil, nil, nil, nil
 	c.sseq, c.dseq = seq, 1
-	c.lastDlv, c.lastAck = time.Time{}, time.Time{}
+	c.lastAck = time.Time{} // last delivery: info omits it at delivered 0; heartbeats keep it
 	pair := filestore.SequencePair{Consumer: 0, Stream: seq - 1}
 	if err := c.store.SetState(&filestore.ConsumerState{Delivered: pair, AckFloor: pair}); err != nil {
 		return 0, JSConsumerStoreFailedErrF.withErr(err)
