@@ -7,6 +7,7 @@ package test
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,11 +28,42 @@ var consumerMasks = []struct {
 }
 
 func maskConsumerCLI(out string) string {
-	out = maskCLI(out)
+	out = sortHeaderBlocks(maskCLI(out))
 	for _, m := range consumerMasks {
 		out = m.re.ReplaceAllString(out, m.with)
 	}
-	return out
+	// A table's column is as wide as its widest value, a masked age too: padding and rules
+	// are not compared.
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "│") || strings.HasPrefix(l, "├") || strings.HasPrefix(l, "╭") || strings.HasPrefix(l, "╰") {
+			lines[i] = tablePad.ReplaceAllString(l, "$1")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+var tablePad = regexp.MustCompile(`( |─)+`)
+
+// sortHeaderBlocks sorts the lines of each "Headers:" block of a message the CLI shows: it
+// prints them in Go's map order.
+func sortHeaderBlocks(out string) string {
+	lines := strings.Split(out, "\n")
+	for i := 0; i < len(lines); i++ {
+		if lines[i] != "Headers:" {
+			continue
+		}
+		j := i + 2 // a blank line follows the label
+		k := j
+		for k < len(lines) && lines[k] != "" {
+			k++
+		}
+		if j < k {
+			slices.Sort(lines[j:k])
+		}
+		i = k
+	}
+	return strings.Join(lines, "\n")
 }
 
 // jsonVolatile removes, from a decoded --json output, the fields that are times or ages.
