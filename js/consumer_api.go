@@ -354,8 +354,9 @@ func (a *account) apiConsumerUnpin(r *apiReq, typ string) {
 		return
 	}
 	c.mu.Lock()
-	c.pinID = ""
+	c.unpinLocked()
 	c.mu.Unlock()
+	c.kick()
 	a.respond(r.reply, apiResponse{Type: typ})
 }
 
