@@ -58,6 +58,7 @@ type consumer struct {
 	pauseTmr *time.Timer
 	last     time.Time // last activity (deliveries, requests, acks): the inactive threshold
 	lastDlv  time.Time // last message delivered (push idle heartbeat)
+	lastAck  time.Time // last ack applied to the state: info's ack_floor.last_active
 	lastDS   uint64    // last delivered stream sequence (heartbeats)
 	lastDC   uint64    // last delivered consumer sequence
 	pbytes   int       // push flow control: bytes since the last flow control answer
@@ -855,6 +856,7 @@ func (c *consumer) settleLocked(p *pendingMsg) {
 	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
+	c.lastAck = time.Now()
 	c.s.retire(c, p.sseq)
 }
 
@@ -864,6 +866,7 @@ func (c *consumer) dropPendingLocked(p *pendingMsg) {
 	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
+	c.lastAck = time.Now()
 }
 
 // sendStatus answers a pull request with a status (and its pending counts when n >= 0).
@@ -1240,6 +1243,7 @@ func (c *consumer) ackLocked(sseq, dseq, dc uint64) {
 			c.sampleAckLocked(p)
 		}
 	}
+	c.lastAck = time.Now()
 	_ = dc
 }
 
@@ -1753,6 +1757,9 @@ func (c *consumer) infoWith(dynamic bool) *ConsumerInfo {
 		AckFloor:      SequenceInfo{Consumer: st.AckFloor.Consumer, Stream: st.AckFloor.Stream},
 		NumAckPending: len(c.pending), NumWaiting: len(c.waiting), TimeStamp: time.Now().UTC()}
 	ci.NumRedelivered = len(c.rdc)
+	if cfg.MaxDeliver == 1 {
+		ci.NumRedelivered = 0 // nats-server: no redeliveries, so none reported
+	}
 	if np := c.npending.Load(); np > 0 {
 		ci.NumPending = uint64(np)
 	}
@@ -1761,9 +1768,12 @@ func (c *consumer) infoWith(dynamic bool) *ConsumerInfo {
 		t := c.lastDlv.UTC()
 		ci.Delivered.Last = &t
 	}
-	if n := c.a.js.cfg.ServerName; n != "" {
-		ci.Cluster = &ClusterInfo{Leader: n}
+	if !c.lastAck.IsZero() {
+		t := c.lastAck.UTC()
+		ci.AckFloor.Last = &t
 	}
+	// No cluster: nats-server reports one for a consumer only when it has a raft group
+	// (clustered), unlike a stream's info.
 	if c.isPush() {
 		ci.PushBound = c.a.acc.HasInterest(c.cfg.DeliverSubject)
 	}
