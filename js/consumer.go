@@ -85,6 +85,7 @@ type consumer struct {
 	committing  bool
 	dirty       bool
 	ackReplies  []string
+	cwake       chan struct{} // a double ack is waiting: commit now
 	commitErrFn func(error)
 }
 
@@ -392,10 +393,11 @@ func (c *consumer) deliverLocked() {
 	if push && !c.a.acc.HasInterest(c.cfg.DeliverSubject) {
 		return
 	}
+	var seen *pullRequest
 	for {
 		var wr *pullRequest
 		if !push {
-			wr = c.nextRequestLocked()
+			wr = c.nextRequestLocked(&seen)
 			if wr == nil {
 				return
 			}
@@ -560,7 +562,7 @@ func (c *consumer) unread(seq, dc uint64) {
 
 // deliverMsgLocked sends sm (delivery count dc) to subject and records the delivery.
 func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc uint64, pin string) {
-	now := time.Now()
+	now := coarseNow()
 	dseq := c.dseq
 	c.dseq++
 	first := dc == 1
@@ -653,7 +655,7 @@ func (c *consumer) ackWaitFor(dc uint64) time.Duration {
 
 // scheduleLocked sets p's redelivery deadline wait from now.
 func (c *consumer) scheduleLocked(p *pendingMsg, wait time.Duration) {
-	at := time.Now().Add(wait).UnixNano()
+	at := coarseNow().Add(wait).UnixNano()
 	p.deadline = at
 	c.waitq.remove(p)
 	if t := c.waitq.tail; t == nil || t.deadline <= at {
@@ -856,7 +858,7 @@ func (c *consumer) settleLocked(p *pendingMsg) {
 	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
-	c.lastAck = time.Now()
+	c.lastAck = coarseNow()
 	c.s.retire(c, p.sseq)
 }
 
@@ -866,7 +868,7 @@ func (c *consumer) dropPendingLocked(p *pendingMsg) {
 	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
-	c.lastAck = time.Now()
+	c.lastAck = coarseNow()
 }
 
 // sendStatus answers a pull request with a status (and its pending counts when n >= 0).
@@ -881,8 +883,8 @@ func (c *consumer) sendStatus(reply, status string, n, b int) {
 // nextRequestLocked returns the first waiting request still worth serving: expired ones
 // are answered and dropped, so are those nobody listens for any more; priority groups
 // decide who may be served (overflow thresholds, the pinned client).
-func (c *consumer) nextRequestLocked() *pullRequest {
-	now := time.Now()
+func (c *consumer) nextRequestLocked(seen **pullRequest) *pullRequest {
+	now := coarseNow()
 	for i := 0; i < len(c.waiting); {
 		wr := c.waiting[i]
 		if !wr.expires.IsZero() && !now.Before(wr.expires) {
@@ -890,7 +892,8 @@ func (c *consumer) nextRequestLocked() *pullRequest {
 			c.waiting = slices.Delete(c.waiting, i, i+1)
 			continue
 		}
-		if !c.a.acc.HasInterest(wr.reply) {
+		// Interest is looked up once per request per delivery pass, not per message.
+		if wr != *seen && !c.a.acc.HasInterest(wr.reply) {
 			c.waiting = slices.Delete(c.waiting, i, i+1)
 			continue
 		}
@@ -926,6 +929,7 @@ func (c *consumer) nextRequestLocked() *pullRequest {
 				continue
 			}
 		}
+		*seen = wr
 		return wr
 	}
 	return nil
@@ -1171,7 +1175,7 @@ func (c *consumer) onAck(m *loop.WorkMsg) {
 		c.mu.Unlock()
 		return
 	}
-	c.last = time.Now()
+	c.last = coarseNow()
 	confirm := m.Reply != ""
 	switch string(kind) {
 	case "", "+ACK", "+OK":
@@ -1243,7 +1247,7 @@ func (c *consumer) ackLocked(sseq, dseq, dc uint64) {
 			c.sampleAckLocked(p)
 		}
 	}
-	c.lastAck = time.Now()
+	c.lastAck = coarseNow()
 	_ = dc
 }
 
@@ -1370,10 +1374,17 @@ func (c *consumer) confirmWhenDurable(reply string) {
 	start := !c.committing
 	c.committing = true
 	c.cmu.Unlock()
+	select {
+	case c.cwake <- struct{}{}:
+	default:
+	}
 	if start {
 		go c.commitLoop()
 	}
 }
+
+// commitLinger is how long a commit no double ack waits for is put off.
+const commitLinger = 10 * time.Millisecond
 
 // commitLoop commits until nothing is left dirty; each commit covers every change made
 // before it started, and the double acks waiting on them are answered after it.
@@ -1389,6 +1400,21 @@ func (c *consumer) commitLoop() {
 		replies := c.ackReplies
 		c.ackReplies = nil
 		c.cmu.Unlock()
+		if len(replies) == 0 {
+			// Nobody waits on this commit: linger, so that one commit (one journal write)
+			// covers the changes of many deliveries and plain acks; a double ack ends it.
+			t := time.NewTimer(commitLinger)
+			select {
+			case <-c.cwake:
+			case <-t.C:
+			}
+			t.Stop()
+			c.cmu.Lock()
+			c.dirty = false
+			replies = c.ackReplies
+			c.ackReplies = nil
+			c.cmu.Unlock()
+		}
 		err := c.store.Commit()
 		if err != nil {
 			c.a.js.warnf("JetStream consumer '%s > %s > %s' state commit failed: %v", c.a.name, c.s.name, c.name, err)
@@ -1475,7 +1501,8 @@ func (s *stream) openConsumer(name string, cfg ConsumerConfig, created time.Time
 	a := s.a
 	j := a.js
 	c := &consumer{s: s, a: a, name: name, created: created, cfg: cfg, filters: filtersOf(&cfg),
-		ackp: ackPolicyOf(cfg.AckPolicy), pending: make(map[uint64]*pendingMsg), last: time.Now()}
+		ackp: ackPolicyOf(cfg.AckPolicy), pending: make(map[uint64]*pendingMsg), last: time.Now(),
+		cwake: make(chan struct{}, 1)}
 	onDisk := s.config().Storage == FileStorage && !cfg.MemoryStorage
 	if onDisk {
 		c.dir = filepath.Join(s.consumersDir(), name)
