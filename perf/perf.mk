@@ -6,7 +6,7 @@
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-js perf-conns perf-conns-tls soak
+.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-js perf-js-consumers perf-conns perf-conns-tls soak
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -35,10 +35,23 @@ perf-natscli: build nats-server nats-cli
 	bash perf/scripts/natscli-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats $(or $(ROUNDS),5)
 
 # JetStream with the real `nats bench js` as load generator: natsd vs nats-server (lazy default)
-# vs nats-server with sync_interval: always; async/sync file, memory, 100 streams. Under 10 minutes.
-# ROUNDS=3 by default; MSGS=N fixes the message count of every run (else calibrated to ~3 s).
+# vs nats-server with sync_interval: always; async/sync file, memory, 100 streams; then the
+# consumer side (js fetch, consume, ordered on a prefilled file stream; natsd and nats-server
+# only), then perf-js-consumers. About 14 minutes. ROUNDS=3 by default; MSGS=N fixes the message
+# count of every run (else calibrated to ~3 s); ROWS="fetch consume ordered" runs the consumer
+# rows alone.
 perf-js: build nats-server nats-cli
 	ROUNDS=$(or $(ROUNDS),3) MSGS=$(MSGS) bash perf/scripts/natscli-js-ab.sh $(BIN)/natsd $(TOOLS)/nats-server $(TOOLS)/nats
+	$(MAKE) --no-print-directory perf-js-consumers
+
+# 1,000 durable pull consumers (explicit ack), each filtered on its own subject of one file stream,
+# while a publisher spreads CONSUMER_MSGS (50,000) async publishes over their subjects: deliveries/s,
+# server CPU per delivery, natsd / nats-server (perf/cmd/jsconsumers; about 2 minutes). A side
+# that fails is reported "n/a (error: …)". More flags: JSC_ARGS="--rate 2000 --consumers 100".
+perf-js-consumers: build nats-server
+	$(GO) build -o $(BIN)/jsconsumers ./perf/cmd/jsconsumers
+	./$(BIN)/jsconsumers --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server \
+		--consumers 1000 --msgs $(or $(CONSUMER_MSGS),50000) --rounds $(or $(ROUNDS),3) $(JSC_ARGS)
 
 # Idle-connection rig: RSS per connection, accept rate and PING latency, natsd (both engines)
 # and nats-server in one run. CONNS=15000 by default.

@@ -3,16 +3,21 @@
 # (fsync before every ack), nats-server with its default lazy sync (sync_interval 2m) and
 # nats-server with `sync_interval: always`. Rows: async publish to a file stream, sync publish to a
 # file stream (rate and latency p50), async publish to a memory stream, async publish to 100 file
-# streams at once (100 CLI processes in parallel, one stream each). 128 B payloads everywhere.
+# streams at once (100 CLI processes in parallel, one stream each), and the consumer side: `nats
+# bench js fetch`, `consume` (durable pull consumer, explicit acks) and `ordered` (ephemeral
+# ordered consumer) reading a file stream prefilled with N messages by `nats bench js pub async`
+# (unmeasured) in the same server. 128 B payloads everywhere.
 #
 # Every run gets a fresh server on a free 127.0.0.1 port with a fresh store directory (deleted
 # afterwards). Round 0 calibrates: it runs each row on each side with a small count, unmeasured,
 # and sizes that side's count for the row so a measured run lasts about TARGET_S seconds (the
 # 100-stream row is sized from the side's 1-stream async rate, TARGET_MANY_S seconds). Then
 # ROUNDS measured rounds, side order rotated each round; medians, ratios natsd / side, and server
-# CPU (utime+stime from /proc/PID/stat) per stored message. The stored count is checked after
-# every run ($JS.API.STREAM.LIST). A side that fails (server does not start, CLI error or timeout,
-# wrong stored count, server dies) is reported "failed" for that row and not retried; every CLI
+# CPU (utime+stime from /proc/PID/stat) per stored (consumer rows: delivered) message. The stored
+# count is checked after every run ($JS.API.STREAM.LIST), and after fetch and consume the durable
+# consumer's ack floor ($JS.API.CONSUMER.INFO: every message acked). A side that fails (server
+# does not start, CLI error or timeout, wrong stored count or ack floor, server dies) is reported
+# "n/a (error: …)" for that row and not retried, and the run goes on; every CLI
 # call has a timeout and the whole run a time budget (DEADLINE_S), so nothing hangs.
 #
 # Usage: natscli-js-ab.sh NATSD NATS_SERVER NATS [ROUNDS]
@@ -23,15 +28,18 @@
 #                   do the same for one row.
 #   TARGET_S=3      calibrated duration of a measured run, in seconds (TARGET_MANY_S=10 for the
 #                   100-stream row, whose clients take about 2 s to start and spread their starts)
-#   ROWS="async sync mem many"   rows to run
+#   MSGS_FETCH, MSGS_CONSUME, MSGS_ORDERED: the same for a consumer row (the prefill is as many)
+#   ROWS="async sync mem many fetch consume ordered"   rows to run
 #   SIDES="natsd nats-server nats-server-always"   sides to run
+#   CONSUMER_SIDES="natsd nats-server"   sides of SIDES the consumer rows run on (prefilling a
+#                   stream at nats-server-always's ~2,000 msgs/s would take minutes)
 #   STREAMS=100     streams (and CLI processes) in the "many" row
 #   BATCH=500       --batch of `nats bench js pub async` (the CLI's default)
 #   PRECREATE=1     create the streams with `nats stream add` before each run (unmeasured) and
 #                   run `nats bench` without --create: for a server that refuses the stream
 #                   `nats bench --create` asks for (it always sets allow_batched)
 #   CLI_TIMEOUT=45  seconds allowed per CLI call
-#   DEADLINE_S=480  no new run starts after this many seconds (one run can add ~65 s at worst)
+#   DEADLINE_S=720  no new run starts after this many seconds (one run can add ~65 s at worst)
 #   ACK_TIMEOUT=20s the CLI's --timeout (its 5 s default expires on nats-server-always's acks
 #                   with 100 × 500 messages in flight)
 #   JS_TMPDIR       parent of the store directories (default $TMPDIR or /tmp; not a tmpfs!)
@@ -44,14 +52,15 @@ NATSD=$1 REF=$2 NATS=$3
 ROUNDS=${ROUNDS:-${4:-3}}
 TARGET_S=${TARGET_S:-3}
 TARGET_MANY_S=${TARGET_MANY_S:-10}
-ROWS=${ROWS:-async sync mem many}
+ROWS=${ROWS:-async sync mem many fetch consume ordered}
 SIDES=${SIDES:-natsd nats-server nats-server-always}
+CONSUMER_SIDES=${CONSUMER_SIDES:-natsd nats-server}
 STREAMS=${STREAMS:-100}
 BATCH=${BATCH:-500}
 CLI_TIMEOUT=${CLI_TIMEOUT:-45}
 ACK_TIMEOUT=${ACK_TIMEOUT:-20s}
 PRECREATE=${PRECREATE:-0}
-DEADLINE_S=${DEADLINE_S:-480}
+DEADLINE_S=${DEADLINE_S:-720}
 SIZE=128B
 HZ=$(getconf CLK_TCK)
 START=$SECONDS
@@ -69,13 +78,17 @@ if [ "$FSTYPE" = tmpfs ]; then
   echo "warning: $TMP is on tmpfs, where fsync is free; set JS_TMPDIR to a directory on a disk" >&2
 fi
 
-declare -A BASE=([async]=10000 [sync]=2000 [mem]=50000 [many]=50000)
-declare -A MAXN=([async]=1000000 [sync]=100000 [mem]=1000000 [many]=1000000)
-declare -A FIXED=([async]=${MSGS_ASYNC:-${MSGS:-}} [sync]=${MSGS_SYNC:-${MSGS:-}} [mem]=${MSGS_MEM:-${MSGS:-}} [many]=${MSGS_MANY:-${MSGS:-}})
+declare -A BASE=([async]=10000 [sync]=2000 [mem]=50000 [many]=50000 [fetch]=50000 [consume]=50000 [ordered]=50000)
+declare -A MAXN=([async]=1000000 [sync]=100000 [mem]=1000000 [many]=1000000 [fetch]=2000000 [consume]=2000000 [ordered]=2000000)
+declare -A FIXED=([async]=${MSGS_ASYNC:-${MSGS:-}} [sync]=${MSGS_SYNC:-${MSGS:-}} [mem]=${MSGS_MEM:-${MSGS:-}} [many]=${MSGS_MANY:-${MSGS:-}}
+  [fetch]=${MSGS_FETCH:-${MSGS:-}} [consume]=${MSGS_CONSUME:-${MSGS:-}} [ordered]=${MSGS_ORDERED:-${MSGS:-}})
 declare -A TITLE=([async]="js pub async, file, 1 stream" [sync]="js pub sync, file, 1 stream"
-  [mem]="js pub async, memory, 1 stream" [many]="js pub async, file, $STREAMS streams")
+  [mem]="js pub async, memory, 1 stream" [many]="js pub async, file, $STREAMS streams"
+  [fetch]="js fetch (durable pull, explicit ack), file" [consume]="js consume (durable pull, explicit ack), file"
+  [ordered]="js ordered (ephemeral ordered consumer), file")
 declare -A COUNT=() FAILED=() CALRATE=()
 
+is_consumer() { case $1 in fetch | consume | ordered) return 0 ;; esac; return 1; }
 log() { echo "[$(date +%T)] $*" >&2; }
 ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null; }
 freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
@@ -86,16 +99,21 @@ p50_of() { grep -Eo 'P50: [0-9.,]+us' "$1" | head -1 | tr -d ',' | sed 's/P50: /
 # for 100 streams, else nats-server refuses to reserve 100 GB of its default store limit)
 stream_of() {
   case $1 in
-    async | sync) echo benchstream js.bench file 1GB ;;
+    async | sync | fetch | consume | ordered) echo benchstream js.bench file 1GB ;;
     mem) echo benchstream js.bench memory 1GB ;;
     many) echo "bench$2 js.bench.$2 file 64MB" ;;
   esac
 }
 
-# cli_args ROW MSGS [K] → CMD=(arguments after `nats -s URL`)
+# cli_args ROW MSGS [K] → CMD=(arguments after `nats -s URL`); for a consumer row the measured
+# consumer bench (its prefill is `cli_args async MSGS`)
 cli_args() {
   local row=$1 m=$2 k=${3:-} name subj storage maxb mode=async
   read -r name subj storage maxb <<<"$(stream_of "$row" "$k")"
+  if is_consumer "$row"; then
+    CMD=(--timeout "$ACK_TIMEOUT" bench js "$row" --stream "$name" --msgs "$m" --no-progress)
+    return
+  fi
   [ "$row" = sync ] && mode=sync
   CMD=(--timeout "$ACK_TIMEOUT" bench js pub "$mode" "$subj" --stream "$name")
   [ "$PRECREATE" = 1 ] || CMD+=(--create --storage "$storage" --maxbytes "$maxb")
@@ -160,6 +178,31 @@ stored() {
     jq -r 'select(.streams) | "\(.total) \([.streams[].state.messages] | add // 0)"' 2>/dev/null
 }
 
+# prefill URL M → M messages in the consumer rows' stream, by the CLI's own async publisher
+# (unmeasured); sets ERR on failure
+prefill() {
+  local rc
+  cli_args async "$2"
+  timeout -k 2 "$CLI_TIMEOUT" "$NATS" --no-context -s "$1" "${CMD[@]}" >"$TMP/prefill.out" 2>&1
+  rc=$?
+  if [ "$rc" != 0 ] || [ -z "$(rate_of "$TMP/prefill.out")" ]; then
+    ERR="prefill of $2 msgs: rc=$rc: $(grep -v '^$' "$TMP/prefill.out" | tail -1)"
+  fi
+}
+
+# acked URL M → sets ERR unless the durable consumer nats-bench has its ack floor at stream
+# sequence M (the CLI's acks are fire-and-forget: allow them 2 s to land)
+acked() {
+  local i f=""
+  for i in $(seq 20); do
+    f=$(timeout -k 2 10 "$NATS" --no-context -s "$1" req --raw '$JS.API.CONSUMER.INFO.benchstream.nats-bench' '' 2>/dev/null |
+      jq -r '.ack_floor.stream_seq // empty' 2>/dev/null)
+    [ "$f" = "$2" ] && return
+    sleep 0.1
+  done
+  ERR="consumer ack floor at stream seq ${f:-?} after the run, expected $2"
+}
+
 # run ROUND ROW SIDE M → sets RES ("rate ns_per_msg p50_us", for 100 streams "span_rate
 # ns_per_msg sum_of_client_rates") or ERR (reason)
 run() {
@@ -185,6 +228,10 @@ run() {
   out="$TMP/cli.out"
   if [ "$PRECREATE" = 1 ]; then
     precreate "$url" "$row"
+    if [ -n "$ERR" ]; then stop_server; rm -rf "$dir" "$dir.conf"; return; fi
+  fi
+  if is_consumer "$row"; then
+    prefill "$url" "$m"
     if [ -n "$ERR" ]; then stop_server; rm -rf "$dir" "$dir.conf"; return; fi
   fi
   t0=$(ticks "$SP")
@@ -236,6 +283,8 @@ run() {
       ERR="CLI rc=$rc: $(grep -v '^$' "$out" | tail -1)"
     elif [ "$row" = sync ]; then
       p50=$(p50_of "$out"); [ -n "$p50" ] || p50="-"
+    elif [ "$row" = fetch ] || [ "$row" = consume ]; then
+      acked "$url" "$m"
     fi
   fi
   if [ -z "$ERR" ] && ! kill -0 "$SP" 2>/dev/null; then ERR="server exited during the run"; fi
@@ -277,6 +326,7 @@ for round in $(seq 0 "$ROUNDS"); do
     for j in $(seq 0 $((NS - 1))); do
       side=${SIDE_LIST[$(( (j + (round > 0 ? round - 1 : 0)) % NS ))]}
       [ -n "${FAILED[$row.$side]:-}" ] && continue
+      if is_consumer "$row" && [[ " $CONSUMER_SIDES " != *" $side "* ]]; then continue; fi
       if [ "$round" = 0 ]; then
         [ -n "${FIXED[$row]}" ] && { COUNT[$row.$side]=${FIXED[$row]}; continue; }
         # 100 streams: a short calibration run measures only the CLI processes starting, so size
@@ -314,18 +364,22 @@ done
 touch "$TMP/rows"
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-# cell ROW SIDE FIELD → median over the side's measured rounds, "failed" or "–"
+# cell ROW SIDE FIELD → median over the side's measured rounds, "n/a (error: …)" or "–"
 cell() {
-  local v n
+  local v n e
   n=$(awk -v r="$1" -v s="$2" '$1==r && $2==s' "$TMP/rows" | wc -l)
   v=$(awk -v r="$1" -v s="$2" -v f="$3" '$1==r && $2==s && $f!="-" {print $f}' "$TMP/rows" | median)
-  if [ -n "${FAILED[$1.$2]:-}" ] && [ "$n" = 0 ]; then echo failed
+  if [ -n "${FAILED[$1.$2]:-}" ] && [ "$n" = 0 ]; then
+    # the error's last words (the server's description), short and with no table pipes
+    e=$(printf '%s' "${FAILED[$1.$2]#round * }" | tr '|' '/' | sed -E 's/.*(description=|nats: error: )//')
+    [ ${#e} -gt 70 ] && e="${e:0:67}..."
+    echo "n/a (error: $e)"
   elif [ -z "$v" ]; then echo "–"
   elif [ "$n" -lt "$ROUNDS" ]; then echo "$v ($n/$ROUNDS)"
   else echo "$v"; fi
 }
 ratio() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN {if (a+0>0 && b+0>0) printf "%.2f×", a/b; else printf "–"}'; }
-fmt() { case $1 in failed|–) echo "$1" ;; *) awk -v v="${1%% *}" -v rest="${1#"${1%% *}"}" -v p="$2" 'BEGIN {printf "%." p "f%s", v, rest}' ;; esac; }
+fmt() { case $1 in n/a*|–) echo "$1" ;; *) awk -v v="${1%% *}" -v rest="${1#"${1%% *}"}" -v p="$2" 'BEGIN {printf "%." p "f%s", v, rest}' ;; esac; }
 
 echo
 echo "| row (nats bench, 128 B) | metric | natsd | nats-server | natsd / nats-server | nats-server-always | natsd / nats-server-always |"
@@ -334,6 +388,7 @@ for row in "${ROW_LIST[@]}"; do
   metrics=$'3|msgs/s|0\n4|server CPU ns/msg|0'
   [ "$row" = sync ] && metrics=$'3|msgs/s|0\n5|latency p50 µs|1\n4|server CPU ns/msg|0'
   [ "$row" = many ] && metrics=$'3|msgs/s (all / span)|0\n5|msgs/s (Σ of clients)|0\n4|server CPU ns/msg|0'
+  is_consumer "$row" && metrics=$'3|msgs/s|0\n4|server CPU ns/delivery|0'
   while IFS='|' read -r f name prec; do
     a=$(cell "$row" natsd "$f"); b=$(cell "$row" nats-server "$f"); c=$(cell "$row" nats-server-always "$f")
     echo "| ${TITLE[$row]} | $name | $(fmt "$a" "$prec") | $(fmt "$b" "$prec") | $(ratio "$a" "$b") | $(fmt "$c" "$prec") | $(ratio "$a" "$c") |"
@@ -343,7 +398,9 @@ echo
 echo "($ROUNDS measured rounds per side after a calibration round, side order rotated each round, medians;"
 echo " msgs/s as printed by nats bench; for $STREAMS streams, all messages / (last client's end − first client's start),"
 echo " which the clients' staggered start-up understates, and the sum of the clients' own rates, which overstates;"
-echo " CPU = server utime+stime over the CLI run / messages stored; p50 = the CLI's per-message sync publish latency;"
+echo " CPU = server utime+stime over the CLI run / messages stored (consumer rows: delivered, over the consumer bench only);"
+echo " p50 = the CLI's per-message sync publish latency; consumer rows on $CONSUMER_SIDES only, each reading a stream"
+echo " prefilled with as many messages as it consumes;"
 how="made by \`nats bench --create\`"; [ "$PRECREATE" = 1 ] && how="made beforehand by \`nats stream add\` (PRECREATE=1)"
 echo " streams $how; store on $FSTYPE under ${TMP%/*};"
 echo " ratios natsd / side: msgs/s higher is better, CPU and latency lower is better)"
@@ -376,6 +433,12 @@ done
 for row in "${ROW_LIST[@]}"; do
   if [ "$row" = many ]; then cli_args many "N/$STREAMS" K; else cli_args "$row" N; fi
   echo "  ${TITLE[$row]}:"
+  if is_consumer "$row"; then
+    local_cmd=("${CMD[@]}")
+    cli_args async N
+    echo "    $(printf '%q ' "$NATS" --no-context -s nats://127.0.0.1:PORT "${CMD[@]}")  # prefill, unmeasured"
+    CMD=("${local_cmd[@]}")
+  fi
   [ "$row" = many ] && printf '    K = 1..%s, all at once:\n' "$STREAMS"
   echo "    $(printf '%q ' "$NATS" --no-context -s nats://127.0.0.1:PORT "${CMD[@]}")"
   counts=""
@@ -387,3 +450,4 @@ if [ "$PRECREATE" = 1 ]; then
   add_args async; echo "    $(printf '%q ' "$NATS" --no-context -s nats://127.0.0.1:PORT "${ADD[@]}")"
 fi
 echo "  after each run: nats --no-context -s nats://127.0.0.1:PORT req --raw '\$JS.API.STREAM.LIST' ''   (stored-count check)"
+echo "  after fetch and consume: nats --no-context -s nats://127.0.0.1:PORT req --raw '\$JS.API.CONSUMER.INFO.benchstream.nats-bench' ''   (ack floor = N)"
