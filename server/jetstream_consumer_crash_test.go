@@ -33,6 +33,7 @@ func TestJetStreamConsumerAckPowerCut(t *testing.T) {
 	}
 	const rounds = 4
 	for round := 0; ; round++ {
+		t0 := time.Now()
 		s := startPowerServer(t, fs, storeDir, 0)
 		t.Cleanup(s.Shutdown)
 		r.next(round)
@@ -41,6 +42,7 @@ func TestJetStreamConsumerAckPowerCut(t *testing.T) {
 		}
 		if round == rounds {
 			r.drain(t, s.ClientURL(), true, ckAckWait+40*time.Second)
+			t.Logf("server %d: drained in %v", round, time.Since(t0).Round(time.Millisecond))
 			check("at the end")
 			s.Shutdown()
 			break
@@ -80,7 +82,8 @@ func TestJetStreamConsumerAckPowerCut(t *testing.T) {
 		g.finish(t)
 		s.Shutdown()
 		fs = cut
-		t.Logf("server %d: power cut %s (torn writes: %v) after %d double acks confirmed, %d deliveries", round, how, torn, conf, dlv)
+		t.Logf("server %d: power cut %s (torn writes: %v) after %d double acks confirmed, %d deliveries (%v)",
+			round, how, torn, conf, dlv, time.Since(t0).Round(time.Millisecond))
 		check(fmt.Sprintf("after server %d", round))
 	}
 	t.Logf("%s", r.summary())

@@ -451,6 +451,7 @@ func ckKillRounds(t *testing.T, bin string, rng *rand.Rand, rounds int, strict b
 		drainFor = ckAckWait + 10*time.Second
 	}
 	for round := 0; ; round++ {
+		t0 := time.Now()
 		p := startKillable(t, bin, storeDir)
 		r.next(round)
 		if round == 0 {
@@ -458,6 +459,7 @@ func ckKillRounds(t *testing.T, bin string, rng *rand.Rand, rounds int, strict b
 		}
 		if round == rounds {
 			r.drain(t, p.url, strict, drainFor)
+			t.Logf("server %d: drained in %v", round, time.Since(t0).Round(time.Millisecond))
 			check("at the end", true)
 			p.kill(t)
 			break
@@ -478,7 +480,7 @@ func ckKillRounds(t *testing.T, bin string, rng *rand.Rand, rounds int, strict b
 		g.finish(t)
 		r.kill(nil)
 		conf, dlv := r.counts()
-		t.Logf("server %d: killed after %d double acks confirmed, %d deliveries", round, conf, dlv)
+		t.Logf("server %d: killed after %d double acks confirmed, %d deliveries (%v)", round, conf, dlv, time.Since(t0).Round(time.Millisecond))
 		check(fmt.Sprintf("after server %d", round), false)
 	}
 	t.Logf("%s", r.summary())
