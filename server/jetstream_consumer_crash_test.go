@@ -48,7 +48,7 @@ func TestJetStreamConsumerAckPowerCut(t *testing.T) {
 			break
 		}
 		g := r.start(t, s.ClientURL(), true)
-		r.waitConfirmed(t, 20+rng.Intn(200), func() error { return nil })
+		r.waitConfirmed(t, 20+rng.Intn(120), func() error { return nil })
 		var cutRng *rand.Rand // nil: nothing unsynced survives
 		torn := rng.Intn(2) == 0
 		if torn {
