@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"math"
 	"path/filepath"
@@ -309,6 +310,15 @@ type FileStore struct {
 
 	cmu   sync.Mutex
 	cache map[*block][]byte
+	// ra is read-ahead from the active (unsealed) block, under cmu: consumers read the
+	// newest messages one after another, and one pread per message was most of what a
+	// delivery cost. It holds only bytes of records already durable, which are never
+	// written again unless cutBlock cuts the block (which drops it).
+	ra struct {
+		b    *block
+		off  int64
+		data []byte
+	}
 
 	qmu    sync.Mutex
 	queue  []*op
@@ -673,8 +683,8 @@ func (s *FileStore) readRec(b *block, e *ent) ([]byte, error) {
 	if b.f == nil {
 		return nil, ErrNotFound
 	}
-	buf := make([]byte, e.slen)
-	if _, err := b.f.ReadAt(buf, int64(e.off)); err != nil {
+	buf, err := s.readAhead(b, e)
+	if err != nil {
 		return nil, err
 	}
 	if s.cry != nil {
@@ -683,6 +693,49 @@ func (s *FileStore) readRec(b *block, e *ent) ([]byte, error) {
 			return nil, ErrCorrupt
 		}
 		return p, nil
+	}
+	return buf, nil
+}
+
+// raChunk is how much one read of the active block reads ahead.
+const raChunk = 64 << 10
+
+// readAhead returns a fresh copy of e's record bytes in the unsealed block b (mu held for
+// reading), from the read-ahead when it has them, else reading a chunk from e on.
+func (s *FileStore) readAhead(b *block, e *ent) ([]byte, error) {
+	off, n := int64(e.off), int64(e.slen)
+	s.cmu.Lock()
+	if s.ra.b == b && off >= s.ra.off && off+n <= s.ra.off+int64(len(s.ra.data)) {
+		buf := append([]byte(nil), s.ra.data[off-s.ra.off:off-s.ra.off+n]...)
+		s.cmu.Unlock()
+		return buf, nil
+	}
+	s.cmu.Unlock()
+	// Read ahead only over records already durable: past them, bytes may not be written yet.
+	limit := off + n
+	if last := min(s.durable, b.end()-1); last >= b.first {
+		for seq, k := last, 0; seq >= b.first && k < 64; seq, k = seq-1, k+1 {
+			if le := &b.ents[seq-b.first]; le.live() {
+				limit = max(limit, int64(le.off)+int64(le.slen))
+				break
+			}
+		}
+	}
+	limit = min(limit, off+max(n, raChunk))
+	chunk := make([]byte, limit-off)
+	got, err := b.f.ReadAt(chunk, off)
+	if int64(got) < n {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	chunk = chunk[:got]
+	buf := append([]byte(nil), chunk[:n]...)
+	if int64(got) > n {
+		s.cmu.Lock()
+		s.ra.b, s.ra.off, s.ra.data = b, off, chunk
+		s.cmu.Unlock()
 	}
 	return buf, nil
 }

@@ -1432,6 +1432,9 @@ func (s *FileStore) truncate(o *op) {
 func (s *FileStore) cutBlock(b *block, seq uint64, off int64, sync bool) error {
 	s.cmu.Lock()
 	delete(s.cache, b)
+	if s.ra.b == b {
+		s.ra.b, s.ra.data = nil, nil
+	}
 	s.cmu.Unlock()
 	if !b.sealed {
 		if err := b.f.Truncate(off); err != nil || !sync {

@@ -112,6 +112,10 @@ func (a *account) handleAPI(m *loop.WorkMsg) {
 		a.directFallback(r)
 		return
 	}
+	if strings.HasPrefix(subj, "CONSUMER.MSG.NEXT.") {
+		a.nextFallback(r, m.Subject)
+		return
+	}
 	if m.Reply == "" {
 		return
 	}

@@ -58,6 +58,7 @@ type consumer struct {
 	pauseTmr *time.Timer
 	last     time.Time // last activity (deliveries, requests, acks): the inactive threshold
 	lastDlv  time.Time // last message delivered (push idle heartbeat)
+	lastAck  time.Time // last ack applied to the state: info's ack_floor.last_active
 	lastDS   uint64    // last delivered stream sequence (heartbeats)
 	lastDC   uint64    // last delivered consumer sequence
 	pbytes   int       // push flow control: bytes since the last flow control answer
@@ -65,9 +66,13 @@ type consumer struct {
 	fcN      uint64
 	pinID    string
 	pinTS    time.Time
+	pinLast  time.Time
 
 	timer   *time.Timer
 	timerAt time.Time
+	hold    time.Time // no delivery before (replay original, rate limit)
+	replTS  int64     // replay original: the last message's stamp, and when it went out
+	replAt  time.Time
 
 	// num_pending: exact at npBase (the stream's last sequence when counted), kept up by
 	// the stream's reports of later messages and by first deliveries.
@@ -172,16 +177,16 @@ func (h *deadlineHeap) pop() deadlineEntry {
 
 // pullRequest is one waiting MSG.NEXT request.
 type pullRequest struct {
-	reply     string
-	n, d      int // batch left, delivered
-	b         int // max bytes left (0: none)
-	expires   time.Time
-	noWait    bool
-	hb        time.Duration
-	hbAt      time.Time
-	received  time.Time
-	group     *PriorityGroup
-	delivered bool
+	reply    string
+	n, d     int // batch left, delivered
+	b        int // max bytes left (0: none)
+	expires  time.Time
+	noWait   bool
+	hb       time.Duration
+	hbAt     time.Time
+	received time.Time
+	group    *PriorityGroup
+	pin      string // the pin id its deliveries carry (pinned_client)
 }
 
 func ackPolicyOf(p AckPolicy) filestore.ConsumerAckPolicy {
@@ -397,6 +402,13 @@ func (c *consumer) deliverLocked() {
 		} else if c.cfg.FlowControl && c.fcOut != "" && c.pbytes >= fcWindow {
 			return // stalled until the client answers flow control
 		}
+		if !c.hold.IsZero() {
+			if now := time.Now(); now.Before(c.hold) {
+				c.armLocked(c.hold)
+				return
+			}
+			c.hold = time.Time{}
+		}
 		sm, dc, ok := c.nextMsgLocked()
 		if !ok {
 			if wr != nil && wr.noWait {
@@ -404,8 +416,21 @@ func (c *consumer) deliverLocked() {
 			}
 			return
 		}
+		if c.cfg.ReplayPolicy == ReplayOriginal && dc == 1 {
+			now := time.Now()
+			if c.replTS != 0 {
+				if at := c.replAt.Add(time.Duration(sm.TS - c.replTS)); now.Before(at) {
+					c.unread(sm.Seq, dc)
+					c.hold = at
+					c.armLocked(at)
+					return
+				}
+			}
+			c.replTS, c.replAt = sm.TS, now
+		}
 		if wr != nil && wr.b > 0 {
-			sz := len(sm.Subject) + len(sm.Header) + len(sm.Data)
+			// As nats-server counts it: subject, ack reply, headers and payload.
+			sz := len(sm.Subject) + c.ackReplyLen(sm, dc) + len(sm.Header) + len(sm.Data)
 			if sz > wr.b {
 				c.unread(sm.Seq, dc)
 				c.sendStatus(wr.reply, "409 Message Size Exceeds MaxBytes", wr.n, wr.b)
@@ -421,7 +446,15 @@ func (c *consumer) deliverLocked() {
 		if wr != nil {
 			target = wr.reply
 		}
-		c.deliverMsgLocked(target, sm, dc)
+		pin := ""
+		if wr != nil {
+			pin = wr.pin
+		}
+		c.deliverMsgLocked(target, sm, dc, pin)
+		if bps := c.cfg.RateLimit; bps > 0 {
+			bits := uint64(len(sm.Subject)+len(sm.Header)+len(sm.Data)) * 8
+			c.hold = time.Now().Add(time.Duration(bits * uint64(time.Second) / bps))
+		}
 		if wr != nil {
 			wr.n--
 			wr.d++
@@ -430,6 +463,24 @@ func (c *consumer) deliverLocked() {
 			}
 		}
 	}
+}
+
+// ackReplyLen is the length of the ack reply subject sm's delivery (count dc) will carry.
+func (c *consumer) ackReplyLen(sm *filestore.StoredMsg, dc uint64) int {
+	np := c.npending.Load()
+	if dc == 1 {
+		np--
+	}
+	np = max(np, 0) + int64(len(c.lps))
+	digits := func(v uint64) int {
+		n := 1
+		for v >= 10 {
+			v /= 10
+			n++
+		}
+		return n
+	}
+	return len(c.s.ackPrefix(c.name)) + 4 + digits(dc) + digits(sm.Seq) + digits(c.dseq) + digits(uint64(sm.TS)) + digits(uint64(np))
 }
 
 // fcWindow is how many bytes a push consumer with flow control sends before it waits for
@@ -508,7 +559,7 @@ func (c *consumer) unread(seq, dc uint64) {
 }
 
 // deliverMsgLocked sends sm (delivery count dc) to subject and records the delivery.
-func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc uint64) {
+func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc uint64, pin string) {
 	now := time.Now()
 	dseq := c.dseq
 	c.dseq++
@@ -543,10 +594,15 @@ func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc 
 		hdr = appendHeader(slices.Clone(hdr), "Nats-Msg-Size", strconv.Itoa(len(data)))
 		data = nil
 	}
-	reply := string(b)
-	if c.cfg.AckPolicy == AckNone && c.s.config().Retention != WorkQueuePolicy {
-		// nats-server still names the ack subject: clients read the metadata from it.
+	if pin != "" {
+		if len(hdr) == 0 {
+			hdr = []byte("NATS/1.0\r\n\r\n")
+		} else if !c.cfg.HeadersOnly {
+			hdr = slices.Clone(hdr)
+		}
+		hdr = appendHeader(hdr, "Nats-Pin-Id", pin)
 	}
+	reply := string(b)
 	_ = c.ic.PublishAs(subject, sm.Subject, reply, hdr, data)
 	c.last, c.lastDlv = now, now
 	c.lastDS, c.lastDC = sm.Seq, dseq
@@ -664,6 +720,17 @@ func (c *consumer) onTimer() {
 		slices.Sort(c.rdq)
 	}
 	c.expireRequestsLocked(now)
+	if c.pinID != "" {
+		ttl := c.cfg.PinnedTTL
+		if ttl <= 0 {
+			ttl = defaultPinnedTTL
+		}
+		if now.Sub(c.pinLast) >= ttl {
+			c.pinID = ""
+			c.a.advise("CONSUMER.UNPINNED."+c.s.name+"."+c.name, "consumer_group_unpinned", map[string]any{
+				"stream": c.s.name, "consumer": c.name, "group": c.pinGroup(), "reason": "timeout"})
+		}
+	}
 	c.heartbeatsLocked(now)
 	deleteMe := c.inactiveLocked(now)
 	c.deliverLocked()
@@ -698,6 +765,13 @@ func (c *consumer) rearmLocked(now time.Time) {
 	}
 	if c.cfg.InactiveThreshold > 0 {
 		consider(c.last.Add(c.cfg.InactiveThreshold))
+	}
+	if c.pinID != "" {
+		ttl := c.cfg.PinnedTTL
+		if ttl <= 0 {
+			ttl = defaultPinnedTTL
+		}
+		consider(c.pinLast.Add(ttl))
 	}
 	if !next.IsZero() {
 		if next.Before(now) {
@@ -782,6 +856,7 @@ func (c *consumer) settleLocked(p *pendingMsg) {
 	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
+	c.lastAck = time.Now()
 	c.s.retire(c, p.sseq)
 }
 
@@ -791,6 +866,7 @@ func (c *consumer) dropPendingLocked(p *pendingMsg) {
 	delete(c.rdc, p.sseq)
 	_ = c.store.UpdateAcks(p.dseq, p.sseq)
 	c.markDirty()
+	c.lastAck = time.Now()
 }
 
 // sendStatus answers a pull request with a status (and its pending counts when n >= 0).
@@ -802,23 +878,74 @@ func (c *consumer) sendStatus(reply, status string, n, b int) {
 	_ = c.ic.Publish(reply, "", []byte(h+"\r\n"), nil)
 }
 
-// nextRequestLocked returns the first waiting request still worth serving.
+// nextRequestLocked returns the first waiting request still worth serving: expired ones
+// are answered and dropped, so are those nobody listens for any more; priority groups
+// decide who may be served (overflow thresholds, the pinned client).
 func (c *consumer) nextRequestLocked() *pullRequest {
 	now := time.Now()
-	for len(c.waiting) > 0 {
-		wr := c.waiting[0]
-		if !wr.expires.IsZero() && now.After(wr.expires) {
+	for i := 0; i < len(c.waiting); {
+		wr := c.waiting[i]
+		if !wr.expires.IsZero() && !now.Before(wr.expires) {
 			c.sendStatus(wr.reply, "408 Request Timeout", wr.n, wr.b)
-			c.waiting = c.waiting[1:]
+			c.waiting = slices.Delete(c.waiting, i, i+1)
 			continue
 		}
 		if !c.a.acc.HasInterest(wr.reply) {
-			c.waiting = c.waiting[1:]
+			c.waiting = slices.Delete(c.waiting, i, i+1)
 			continue
+		}
+		switch c.cfg.PriorityPolicy {
+		case PriorityOverflow:
+			if g := wr.group; g != nil && (g.MinPending > 0 || g.MinAckPending > 0) {
+				np := c.npending.Load()
+				if !((g.MinPending > 0 && np >= g.MinPending) || (g.MinAckPending > 0 && int64(len(c.pending)) >= g.MinAckPending)) {
+					i++
+					continue
+				}
+			}
+		case PriorityPinned:
+			id := ""
+			if wr.group != nil {
+				id = wr.group.Id
+			}
+			switch {
+			case c.pinID == "":
+				c.pinID, c.pinTS, c.pinLast = ephemeralName()+ephemeralName()+ephemeralName(), now.UTC(), now
+				wr.pin = c.pinID
+				c.a.advise("CONSUMER.PINNED."+c.s.name+"."+c.name, "consumer_group_pinned", map[string]any{
+					"stream": c.s.name, "consumer": c.name, "group": c.pinGroup(), "pinned_id": c.pinID})
+			case id == c.pinID || wr.pin == c.pinID:
+				wr.pin = c.pinID
+				c.pinLast = now
+			case id == "":
+				i++ // waits for the pin to be released
+				continue
+			default:
+				c.sendStatus(wr.reply, "423 Nats-Wrong-Pin-Id", wr.n, wr.b)
+				c.waiting = slices.Delete(c.waiting, i, i+1)
+				continue
+			}
 		}
 		return wr
 	}
 	return nil
+}
+
+func (c *consumer) pinGroup() string {
+	if len(c.cfg.PriorityGroups) > 0 {
+		return c.cfg.PriorityGroups[0]
+	}
+	return ""
+}
+
+// unpinLocked releases the pinned client (its TTL passed, or the UNPIN API).
+func (c *consumer) unpinLocked() {
+	if c.pinID == "" {
+		return
+	}
+	c.pinID = ""
+	c.a.advise("CONSUMER.UNPINNED."+c.s.name+"."+c.name, "consumer_group_unpinned", map[string]any{
+		"stream": c.s.name, "consumer": c.name, "group": c.pinGroup(), "reason": "admin"})
 }
 
 func (c *consumer) removeRequestLocked(wr *pullRequest) {
@@ -843,7 +970,7 @@ func (c *consumer) endNoWaitLocked() {
 func (c *consumer) expireRequestsLocked(now time.Time) {
 	kept := c.waiting[:0]
 	for _, wr := range c.waiting {
-		if !wr.expires.IsZero() && now.After(wr.expires) {
+		if !wr.expires.IsZero() && !now.Before(wr.expires) {
 			c.sendStatus(wr.reply, "408 Request Timeout", wr.n, wr.b)
 			c.last = now
 			continue
@@ -921,6 +1048,14 @@ func (c *consumer) nextRequestLocked2(reply string, body []byte) {
 			if !slices.Contains(cfg.PriorityGroups, g.Group) {
 				c.sendStatus(reply, "400 Bad Request - Invalid Priority Group", -1, 0)
 				return
+			}
+			if c.pinID != "" {
+				if g.Id == c.pinID {
+					c.pinLast = now
+				} else if g.Id != "" {
+					c.sendStatus(reply, "423 Nats-Pin-Id mismatch", -1, 0)
+					return
+				}
 			}
 		}
 	}
@@ -1050,7 +1185,7 @@ func (c *consumer) onAck(m *loop.WorkMsg) {
 	case "-NAK":
 		c.nakLocked(sseq, dseq, dc, rest)
 	case "+WPI":
-		if p := c.pending[sseq]; p != nil && p.dseq == dseq {
+		if p := c.pending[sseq]; p != nil {
 			c.scheduleLocked(p, c.ackWaitFor(p.dc))
 		}
 	case "+TERM":
@@ -1108,6 +1243,7 @@ func (c *consumer) ackLocked(sseq, dseq, dc uint64) {
 			c.sampleAckLocked(p)
 		}
 	}
+	c.lastAck = time.Now()
 	_ = dc
 }
 
@@ -1136,8 +1272,8 @@ func (c *consumer) sampleAckLocked(p *pendingMsg) {
 
 func (c *consumer) nakLocked(sseq, dseq, dc uint64, arg []byte) {
 	p := c.pending[sseq]
-	if p == nil || p.dseq != dseq {
-		return
+	if p == nil {
+		return // as nats-server: a nak of any delivery of a pending message counts
 	}
 	var delay time.Duration
 	if len(arg) > 0 {
@@ -1171,26 +1307,36 @@ func (c *consumer) nakLocked(sseq, dseq, dc uint64, arg []byte) {
 }
 
 // parseAckSubject reads $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>
-// (or the v2 form with domain and account hash) from the end.
+// (or the v2 form with domain and account hash: 11 tokens or more) without allocating: an
+// ack is as frequent as a delivery.
 func parseAckSubject(subj string) (dc, sseq, dseq uint64, ok bool) {
-	tok := strings.Split(subj, ".")
+	var dots [16]int
+	n := 0
+	for i := 0; i < len(subj) && n < len(dots); i++ {
+		if subj[i] == '.' {
+			dots[n] = i
+			n++
+		}
+	}
+	ntok := n + 1
 	var base int
 	switch {
-	case len(tok) == 9:
+	case ntok == 9:
 		base = 4
-	case len(tok) >= 11:
+	case ntok >= 11 && ntok <= len(dots):
 		base = 6
 	default:
 		return 0, 0, 0, false
 	}
+	tok := func(k int) string { return subj[dots[k-1]+1 : dots[k]] }
 	var err error
-	if dc, err = strconv.ParseUint(tok[base], 10, 64); err != nil {
+	if dc, err = strconv.ParseUint(tok(base), 10, 64); err != nil {
 		return 0, 0, 0, false
 	}
-	if sseq, err = strconv.ParseUint(tok[base+1], 10, 64); err != nil {
+	if sseq, err = strconv.ParseUint(tok(base+1), 10, 64); err != nil {
 		return 0, 0, 0, false
 	}
-	if dseq, err = strconv.ParseUint(tok[base+2], 10, 64); err != nil {
+	if dseq, err = strconv.ParseUint(tok(base+2), 10, 64); err != nil {
 		return 0, 0, 0, false
 	}
 	return dc, sseq, dseq, true
@@ -1611,6 +1757,9 @@ func (c *consumer) infoWith(dynamic bool) *ConsumerInfo {
 		AckFloor:      SequenceInfo{Consumer: st.AckFloor.Consumer, Stream: st.AckFloor.Stream},
 		NumAckPending: len(c.pending), NumWaiting: len(c.waiting), TimeStamp: time.Now().UTC()}
 	ci.NumRedelivered = len(c.rdc)
+	if cfg.MaxDeliver == 1 {
+		ci.NumRedelivered = 0 // nats-server: no redeliveries, so none reported
+	}
 	if np := c.npending.Load(); np > 0 {
 		ci.NumPending = uint64(np)
 	}
@@ -1619,9 +1768,12 @@ func (c *consumer) infoWith(dynamic bool) *ConsumerInfo {
 		t := c.lastDlv.UTC()
 		ci.Delivered.Last = &t
 	}
-	if n := c.a.js.cfg.ServerName; n != "" {
-		ci.Cluster = &ClusterInfo{Leader: n}
+	if !c.lastAck.IsZero() {
+		t := c.lastAck.UTC()
+		ci.AckFloor.Last = &t
 	}
+	// No cluster: nats-server reports one for a consumer only when it has a raft group
+	// (clustered), unlike a stream's info.
 	if c.isPush() {
 		ci.PushBound = c.a.acc.HasInterest(c.cfg.DeliverSubject)
 	}

@@ -259,21 +259,24 @@ func (a *account) apiConsumerPause(r *apiReq, typ string) {
 	cfg := c.cfg
 	c.mu.Unlock()
 	resume := req.PauseUntil.IsZero() || !time.Now().Before(req.PauseUntil)
-	if resume {
+	// As nats-server: any non-zero time is kept in the config, a past one too; and the
+	// required API level is set anew (pause_until needs level 1).
+	if req.PauseUntil.IsZero() {
 		cfg.PauseUntil = nil
 	} else {
 		t := req.PauseUntil.UTC()
 		cfg.PauseUntil = &t
 	}
+	setStaticConsumerMetadata(&cfg)
 	e := s.updateConsumerLocked(c, cfg)
 	s.cons.create.Unlock()
 	if e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
-	resp := consumerPauseResponse{apiResponse: apiResponse{Type: typ}}
+	resp := consumerPauseResponse{apiResponse: apiResponse{Type: typ}, PauseUntil: req.PauseUntil.UTC()}
 	if !resume {
-		resp.Paused, resp.PauseUntil, resp.PauseRemaining = true, req.PauseUntil.UTC(), time.Until(req.PauseUntil)
+		resp.Paused, resp.PauseRemaining = true, time.Until(req.PauseUntil)
 	}
 	fields := map[string]any{"stream": s.name, "consumer": c.name, "paused": !resume}
 	if !resume {
@@ -302,20 +305,36 @@ func (a *account) apiConsumerReset(r *apiReq, typ string) {
 }
 
 // reset moves the consumer to seq (0: back to its ack floor), dropping what is pending.
+// As nats-server's resetStartingSeq: a sequence is allowed under deliver all, and under
+// by_start_sequence/by_start_time when not below the configured start; the delivery
+// sequence starts again at 1 and the last ack time is forgotten.
 func (c *consumer) reset(seq uint64) (uint64, *APIError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.store.State()
-	if seq == 0 {
+	switch {
+	case seq == 0:
 		seq = st.AckFloor.Stream + 1
+	case c.cfg.DeliverPolicy == DeliverAll:
+	case c.cfg.DeliverPolicy == DeliverByStartSeq:
+		if seq < c.cfg.OptStartSeq {
+			return 0, JSConsumerInvalidResetErr.with("err", "below start seq")
+		}
+	case c.cfg.DeliverPolicy == DeliverByStartTime && c.cfg.OptStartTime != nil:
+		if seq < c.s.store.GetSeqFromTime(*c.cfg.OptStartTime) {
+			return 0, JSConsumerInvalidResetErr.with("err", "below start time")
+		}
+	default:
+		return 0, JSConsumerInvalidResetErr.with("err", "not allowed")
 	}
 	for _, p := range c.pending {
 		c.waitq.remove(p)
 	}
 	c.pending = make(map[uint64]*pendingMsg)
 	c.oddq, c.rdq, c.rdset, c.lps, c.rdc = nil, nil, nil, nil, nil
-	c.sseq = seq
-	pair := filestore.SequencePair{Consumer: c.dseq - 1, Stream: seq - 1}
+	c.sseq, c.dseq = seq, 1
+	c.lastAck = time.Time{} // last delivery: info omits it at delivered 0; heartbeats keep it
+	pair := filestore.SequencePair{Consumer: 0, Stream: seq - 1}
 	if err := c.store.SetState(&filestore.ConsumerState{Delivered: pair, AckFloor: pair}); err != nil {
 		return 0, JSConsumerStoreFailedErrF.withErr(err)
 	}
@@ -335,7 +354,24 @@ func (a *account) apiConsumerUnpin(r *apiReq, typ string) {
 		return
 	}
 	c.mu.Lock()
-	c.pinID = ""
+	c.unpinLocked()
 	c.mu.Unlock()
+	c.kick()
 	a.respond(r.reply, apiResponse{Type: typ})
+}
+
+// nextFallback answers a pull request the API subscription caught for a consumer that does
+// not exist: nats-server's $JS.API.> import does not take MSG.NEXT requests, so there
+// nobody answers and the client gets its no responders status at once (nats-server's 503,
+// naming the subject) rather than waiting out its timeout. An existing consumer's own
+// subscription answers.
+func (a *account) nextFallback(r *apiReq, subject string) {
+	if r.reply == "" {
+		return
+	}
+	stream, name, _ := strings.Cut(strings.TrimPrefix(r.subject, "CONSUMER.MSG.NEXT."), ".")
+	if s := a.lookup(stream); s != nil && s.consumer(name) != nil {
+		return
+	}
+	_ = a.api.Publish(r.reply, "", []byte("NATS/1.0 503\r\nNats-Subject: "+subject+"\r\n\r\n"), nil)
 }

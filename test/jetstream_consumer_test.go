@@ -5,6 +5,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -215,5 +216,217 @@ func TestJSConsumerOrderedAndPush(t *testing.T) {
 			}
 		}
 		return map[string]any{"ordered": ordered, "pushed": pushed, "queue_total": total}
+	})
+}
+
+// fetchAll fetches up to n messages (waiting at most wait) and returns them.
+func fetchAll(t *testing.T, c jetstream.Consumer, n int, wait time.Duration) []jetstream.Msg {
+	t.Helper()
+	b, err := c.Fetch(n, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	var out []jetstream.Msg
+	for m := range b.Messages() {
+		out = append(out, m)
+	}
+	return out
+}
+
+func seqs(ms []jetstream.Msg) []string {
+	var out []string
+	for _, m := range ms {
+		md, _ := m.Metadata()
+		out = append(out, fmt.Sprintf("%d/dc%d", md.Sequence.Stream, md.NumDelivered))
+	}
+	return out
+}
+
+func TestJSConsumerRetention(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		_, js := jsStart(t, tg, Config{})
+		ctx := jsCtx(t)
+		obs := map[string]any{}
+		// Work queue: a message leaves once acked.
+		wq := mustStream(t, js, jetstream.StreamConfig{Name: "WQ", Subjects: []string{"wq.>"}, Retention: jetstream.WorkQueuePolicy})
+		publishN(t, js, "wq.a", 5)
+		c, err := wq.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "W", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatalf("wq consumer: %v", err)
+		}
+		_, err = wq.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "W2", AckPolicy: jetstream.AckExplicitPolicy})
+		obs["wq_second"] = jsErrObs(err)
+		ms := fetchAll(t, c, 3, time.Second)
+		for _, m := range ms {
+			_ = m.DoubleAck(ctx)
+		}
+		obs["wq_state"] = stateObs(streamInfo(t, wq).State)
+		// Interest: kept while a consumer has not acked; nothing kept with no consumer.
+		is := mustStream(t, js, jetstream.StreamConfig{Name: "IS", Subjects: []string{"is.>"}, Retention: jetstream.InterestPolicy})
+		publishN(t, js, "is.a", 2)
+		obs["is_none"] = stateObs(streamInfo(t, is).State)
+		c1, err := is.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "I1", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := is.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "I2", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "is.b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishN(t, js, "is.a", 3)
+		publishN(t, js, "is.b", 2)
+		obs["is_kept"] = stateObs(streamInfo(t, is).State)
+		for _, m := range fetchAll(t, c1, 5, time.Second) {
+			_ = m.DoubleAck(ctx)
+		}
+		obs["is_after_c1"] = stateObs(streamInfo(t, is).State)
+		for _, m := range fetchAll(t, c2, 5, time.Second) {
+			_ = m.DoubleAck(ctx)
+		}
+		time.Sleep(100 * time.Millisecond)
+		obs["is_after_c2"] = stateObs(streamInfo(t, is).State)
+		return obs
+	})
+}
+
+func TestJSConsumerAckKinds(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		_, js := jsStart(t, tg, Config{})
+		ctx := jsCtx(t)
+		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+		publishN(t, js, "s.a", 6)
+		obs := map[string]any{}
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "D", AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: 400 * time.Millisecond, MaxAckPending: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// MaxAckPending: only 3 of 6 come while none is acked.
+		first := fetchAll(t, c, 6, 500*time.Millisecond)
+		obs["first"] = seqs(first)
+		// NAK now, NAK with a delay, TERM: the nak'd comes again at once, the delayed later.
+		_ = first[0].Nak()
+		_ = first[1].NakWithDelay(300 * time.Millisecond)
+		_ = first[2].Term()
+		second := fetchAll(t, c, 6, 200*time.Millisecond)
+		obs["second"] = seqs(second)
+		for _, m := range second {
+			_ = m.DoubleAck(ctx)
+		}
+		third := fetchAll(t, c, 6, 800*time.Millisecond)
+		obs["third"] = seqs(third)
+		for _, m := range third {
+			_ = m.InProgress()
+		}
+		time.Sleep(250 * time.Millisecond)
+		for _, m := range third {
+			_ = m.InProgress()
+		}
+		time.Sleep(250 * time.Millisecond)
+		// Still not redelivered: in progress reset their ack wait.
+		fourth := fetchAll(t, c, 6, 100*time.Millisecond)
+		obs["fourth_in_progress"] = seqs(fourth)
+		for _, m := range third {
+			_ = m.DoubleAck(ctx)
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs["info"] = consumerView(ci)
+		return obs
+	})
+}
+
+func TestJSConsumerBackoffAndMaxDeliver(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		nc, js := jsStart(t, tg, Config{})
+		ctx := jsCtx(t)
+		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+		publishN(t, js, "s.a", 1)
+		adv, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "D", AckPolicy: jetstream.AckExplicitPolicy,
+			BackOff: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, MaxDeliver: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) && len(got) < 3 {
+			got = append(got, seqs(fetchAll(t, c, 1, 500*time.Millisecond))...)
+		}
+		m, err := adv.NextMsg(2 * time.Second)
+		obs := map[string]any{"deliveries": got, "advisory": err == nil}
+		if err == nil {
+			var a map[string]any
+			_ = json.Unmarshal(m.Data, &a)
+			obs["advisory_fields"] = []any{a["type"], a["stream"], a["consumer"], a["stream_seq"], a["deliveries"]}
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs["info"] = consumerView(ci)
+		obs["ack_wait"] = ci.Config.AckWait.String()
+		return obs
+	})
+}
+
+func TestJSConsumerRestart(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		cfg := Config{JetStream: true, StoreDir: t.TempDir()}
+		u, stop := tg.start(t, cfg)
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				stop()
+			}
+		})
+		nc, js := jsConnect(t, u)
+		ctx := jsCtx(t)
+		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+		publishN(t, js, "s.a", 10)
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "D", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := fetchAll(t, c, 6, time.Second)
+		for _, m := range ms[:4] {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Close()
+		stop()
+		stopped = true
+		u2 := tg.run(t, fixedPort(t, cfg, u))
+		_, js = jsConnect(t, u2)
+		s, err = js.Stream(ctx, "S")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err = s.Consumer(ctx, "D")
+		if err != nil {
+			t.Fatalf("consumer after restart: %v", err)
+		}
+		after := consumerView(c.CachedInfo())
+		// The two unacked come back after their ack wait, then the rest.
+		var got []string
+		deadline := time.Now().Add(4 * time.Second)
+		for time.Now().Before(deadline) && len(got) < 6 {
+			for _, m := range fetchAll(t, c, 10, 500*time.Millisecond) {
+				got = append(got, seqs([]jetstream.Msg{m})...)
+				_ = m.DoubleAck(ctx)
+			}
+		}
+		ci, _ := c.Info(ctx)
+		return map[string]any{"before": consumerView(before), "after": after, "then": got, "end": consumerView(ci)}
 	})
 }
