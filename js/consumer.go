@@ -1772,9 +1772,16 @@ func (c *consumer) info() *ConsumerInfo { return c.infoWith(true) }
 // infoWith reports the consumer; dynamic adds the server's levels to the metadata, as
 // nats-server's info and create replies have them (its lists do not).
 func (c *consumer) infoWith(dynamic bool) *ConsumerInfo {
+	ci := c.infoLocked(dynamic)
 	if c.durable {
+		// Committed after the state was read, so that everything reported is on disk when
+		// the reply goes out (a failed commit is reported by the commit loop's retry).
 		_ = c.store.Commit()
 	}
+	return ci
+}
+
+func (c *consumer) infoLocked(dynamic bool) *ConsumerInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.recountLocked()

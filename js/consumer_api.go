@@ -57,6 +57,7 @@ func (a *account) addConsumer(s *stream, name string, req *CreateConsumerRequest
 	byID := maps.Clone(s.cons.byID)
 	s.cons.mu.RUnlock()
 	lim := consumerLimits{stream: s.config(), account: a.limits(), maxAckPending: a.js.cfg.MaxAckPending,
+		maxRequestBatch: a.js.cfg.MaxRequestBatch, defaultMaxConsumers: a.js.cfg.DefaultMaxConsumers,
 		action: req.Action, deliverInterest: func(subj string) bool { return a.acc.HasInterest(subj) }}
 	var others []*ConsumerConfig
 	var old *consumer

@@ -44,6 +44,9 @@ type Config struct {
 	DuplicateWindowLimit time.Duration
 	// MaxAckPending is the server's cap on a consumer's max_ack_pending (0: none).
 	MaxAckPending int
+	// MaxRequestBatch caps (and defaults) pull consumers' max_batch; DefaultMaxConsumers is
+	// the consumer count of a stream that sets none (0: none).
+	MaxRequestBatch, DefaultMaxConsumers int
 	// FS is the file system stores and metadata are written through (tests: power loss).
 	FS filestore.FS
 

@@ -1,6 +1,7 @@
 package js
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -60,5 +61,43 @@ func (j *JetStream) StoredStreams(account string) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// HasConsumer reports whether the account's stream has the named consumer running.
+func (j *JetStream) HasConsumer(account, stream, consumer string) bool {
+	j.mu.Lock()
+	a := j.accounts[account]
+	j.mu.Unlock()
+	if a == nil || !a.enabled {
+		return false
+	}
+	s := a.lookup(stream)
+	return s != nil && s.consumer(consumer) != nil
+}
+
+// ConsumerDetails are a stream's consumers as /jsz reports them (their config only with
+// config), in name order.
+func (j *JetStream) ConsumerDetails(account, stream string, config bool) []json.RawMessage {
+	j.mu.Lock()
+	a := j.accounts[account]
+	j.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	s := a.lookup(stream)
+	if s == nil {
+		return nil
+	}
+	var out []json.RawMessage
+	for _, c := range s.consumerList() {
+		ci := c.infoWith(false)
+		if !config {
+			ci.Config = nil
+		}
+		if b, err := json.Marshal(ci); err == nil {
+			out = append(out, b)
+		}
+	}
 	return out
 }

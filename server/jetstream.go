@@ -33,6 +33,7 @@ func jetStreamConfig(o *Options) js.Config {
 		Domain: o.JetStreamDomain, Strict: o.JetStreamStrict || !o.JetStreamStrictSet,
 		MaxBufferedMsgs: o.JetStreamMaxBufferedMsgs, MaxBufferedSize: o.JetStreamMaxBufferedSize,
 		DuplicateWindowLimit: o.JetStreamLimits.DuplicateWindow, MaxAckPending: o.JetStreamLimits.MaxAckPending,
+		MaxRequestBatch: o.JetStreamLimits.MaxRequestBatch, DefaultMaxConsumers: o.JetStreamLimits.DefaultMaxConsumers,
 		ServerName: o.ServerName, FS: o.JetStreamFS}
 	if !o.SyncAlways && o.SyncInterval > 0 {
 		cfg.SyncInterval = o.SyncInterval

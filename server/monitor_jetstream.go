@@ -172,7 +172,7 @@ func (s *Server) Jsz(q *JSzOptions) (*JSInfo, error) {
 			}
 			a = d
 		}
-		jsi.AccountDetails = append(jsi.AccountDetails, accountDetail(a, &opts))
+		jsi.AccountDetails = append(jsi.AccountDetails, accountDetail(j, a, &opts))
 	}
 	return jsi, nil
 }
@@ -181,7 +181,7 @@ func (s *Server) Jsz(q *JSzOptions) (*JSInfo, error) {
 // the account's own memory and storage limits (-1, unlimited, shows as 2^64-1), its api
 // counters carry no level, and accounts and ha_assets stay 0. Streams have no Raft group
 // to name (raft=true), not being replicated.
-func accountDetail(a js.AccountDetail, opts *JSzOptions) *AccountDetail {
+func accountDetail(j *js.JetStream, a js.AccountDetail, opts *JSzOptions) *AccountDetail {
 	d := &AccountDetail{Name: a.Name, Id: a.Name, JetStreamStats: JetStreamStats{
 		Memory: a.Stats.Memory, Store: a.Stats.Store,
 		ReservedMemory: uint64(a.Stats.Limits.MaxMemory), ReservedStore: uint64(a.Stats.Limits.MaxStore),
@@ -193,6 +193,9 @@ func accountDetail(a js.AccountDetail, opts *JSzOptions) *AccountDetail {
 			Mirror: si.Mirror, Sources: si.Sources}
 		if opts.Config {
 			sd.Config = &si.Config
+		}
+		if opts.Consumer {
+			sd.Consumer = j.ConsumerDetails(a.Name, si.Config.Name, opts.Config)
 		}
 		d.Streams = append(d.Streams, sd)
 	}
@@ -213,7 +216,7 @@ func (s *Server) JszAccount(opts *JSzOptions) (*AccountDetail, error) {
 	if !ok {
 		return nil, fmt.Errorf("account %q not jetstream enabled", name)
 	}
-	return accountDetail(a, opts), nil
+	return accountDetail(j, a, opts), nil
 }
 
 func (s *Server) handleJsz(w http.ResponseWriter, r *http.Request) {
@@ -314,7 +317,7 @@ func (s *Server) healthz(q *HealthzOptions) *HealthStatus {
 	}
 	// Not clustered: no meta layer to check (js-meta-only passes too); the streams the
 	// store holds must all have been recovered.
-	var accFound, streamFound bool
+	var accFound, streamFound, consumerFound bool
 	for _, acc := range j.StoredAccounts() {
 		if acc == ".snap-staging" { // nats-server's restore staging directory
 			continue
@@ -347,7 +350,8 @@ func (s *Server) healthz(q *HealthzOptions) *HealthStatus {
 				continue
 			}
 			if streamFound {
-				break // natsd has no consumers yet: one asked for is not found below
+				consumerFound = q.Consumer == "" || j.HasConsumer(acc, name, q.Consumer)
+				break
 			}
 		}
 		if accFound {
@@ -370,7 +374,7 @@ func (s *Server) healthz(q *HealthzOptions) *HealthStatus {
 	case q.Stream != "" && !streamFound:
 		return notFound(HealthzError{Type: HealthzErrorStream, Account: q.Account, Stream: q.Stream,
 			Error: fmt.Sprintf("JetStream stream %q not found on account %q", q.Stream, q.Account)})
-	case q.Consumer != "":
+	case q.Consumer != "" && !consumerFound:
 		return notFound(HealthzError{Type: HealthzErrorConsumer, Account: q.Account, Stream: q.Stream, Consumer: q.Consumer,
 			Error: fmt.Sprintf("JetStream consumer %q not found for stream %q on account %q", q.Consumer, q.Stream, q.Account)})
 	}

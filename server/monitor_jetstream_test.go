@@ -127,6 +127,25 @@ func jsStreams(t *testing.T, url string) {
 			t.Fatal(err)
 		}
 	}
+	// A consumer with one message acknowledged and one pending, for consumer_detail and
+	// the consumer health check.
+	c, err := js.CreateOrUpdateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{Durable: "C", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := true
+	for m := range b.Messages() {
+		if first {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			first = false
+		}
+	}
 }
 
 // normDoc decodes a JSON document (numbers kept exact) with every stream_detail list sorted
@@ -201,7 +220,7 @@ func flatDoc(t *testing.T, b []byte) map[string]string {
 // the temporary store directories (checked apart), free disk space, and the server name each
 // stream's cluster leader is.
 var jsVolatile = regexp.MustCompile(`(^|\.)(server_id|now|created|ts|first_ts|last_ts|time|seq|id|name|` +
-	`max_storage|store_dir|leader|start|inflight)$`)
+	`max_storage|store_dir|leader|start|inflight|last_active)$`)
 
 // natsdChoice rewrites nats-server's flattened answer into what natsd answers by design:
 // with no sync_interval set, natsd syncs before acknowledging (sync_always) where
@@ -332,6 +351,7 @@ func TestJszMatchesNatsServer(t *testing.T) {
 				"/healthz?account=%24G", "/healthz?account=%24G&stream=ORDERS", "/healthz?account=%24G&stream=NOPE",
 				"/healthz?account=NOPE", "/healthz?account=NOPE&details=true", "/healthz?account=%24G&stream=NOPE&details=1",
 				"/healthz?account=%24G&stream=ORDERS&consumer=C", "/healthz?account=%24G&stream=ORDERS&consumer=C&details=true",
+				"/healthz?account=%24G&stream=ORDERS&consumer=NOPE", "/healthz?account=%24G&stream=ORDERS&consumer=NOPE&details=true",
 				"/healthz?stream=ORDERS", "/healthz?details=true",
 				"/jsz?limit=x", "/jsz?accounts=maybe", "/jsz?offset=1.5&accounts=x",
 			} {

@@ -511,9 +511,8 @@ type AccountDetail struct {
 	Streams []StreamDetail `json:"stream_detail,omitempty"`
 }
 
-// StreamDetail is one stream of an AccountDetail (config only when asked for). natsd has no
-// consumers yet, so consumer_detail stays empty; a server that is not clustered has no Raft
-// groups to name.
+// StreamDetail is one stream of an AccountDetail (config only when asked for; its consumers
+// with consumers=true). A server that is not clustered has no Raft groups to name.
 type StreamDetail struct {
 	Name               string                 `json:"name"`
 	Created            time.Time              `json:"created"`
