@@ -3,6 +3,7 @@ package js
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -1416,6 +1417,13 @@ func (c *consumer) commitLoop() {
 			c.cmu.Unlock()
 		}
 		err := c.store.Commit()
+		if errors.Is(err, filestore.ErrClosed) {
+			// Stopped (or deleted) under a late ack: stopping committed what it had.
+			c.cmu.Lock()
+			c.dirty, c.committing, c.ackReplies = false, false, nil
+			c.cmu.Unlock()
+			return
+		}
 		if err != nil {
 			c.a.js.warnf("JetStream consumer '%s > %s > %s' state commit failed: %v", c.a.name, c.s.name, c.name, err)
 			continue // an unconfirmed double ack is retried by its client
@@ -1906,7 +1914,13 @@ func (s *stream) recoverConsumers() {
 }
 
 // deleteConsumer stops c and removes it (advising its deletion when advise).
+//
+// It holds s.cons.create throughout, as a create does: a consumer made again under the same
+// name (the API racing an inactivity deletion) must not have its new files removed by the
+// old one's stop, nor find the old one's files half removed.
 func (s *stream) deleteConsumer(c *consumer, advise bool) error {
+	s.cons.create.Lock()
+	defer s.cons.create.Unlock()
 	if s.consumer(c.name) != c {
 		return nil
 	}
@@ -1919,8 +1933,13 @@ func (s *stream) deleteConsumer(c *consumer, advise bool) error {
 	return err
 }
 
-// stopConsumers stops every consumer (remove: and deletes their files).
+// stopConsumers stops every consumer (remove: and deletes their files). s is closed already:
+// holding s.cons.create, it waits out a create, update or delete in flight, and none starts
+// after it (they see s closed), so no consumer outlives the stream or writes under its
+// directory once this returns.
 func (s *stream) stopConsumers(remove bool) {
+	s.cons.create.Lock()
+	defer s.cons.create.Unlock()
 	for _, c := range s.consumerList() {
 		s.unindexConsumer(c, c.filters)
 		c.stop(remove)

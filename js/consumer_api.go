@@ -46,8 +46,13 @@ func (a *account) apiConsumerCreate(r *apiReq, typ string) {
 // addConsumer creates a consumer, returns the existing one when the configuration is the
 // same, or updates it, as the request's action allows.
 func (a *account) addConsumer(s *stream, name string, req *CreateConsumerRequest) (*consumer, *APIError) {
-	s.cons.create.Lock() // serialises creates and updates of one stream's consumers
+	s.cons.create.Lock() // serialises creates, updates and deletes of one stream's consumers
 	defer s.cons.create.Unlock()
+	if s.closed.Load() {
+		// Deleted since it was looked up: a consumer made now would outlive it, its files
+		// under a directory being removed.
+		return nil, JSStreamNotFoundErr
+	}
 	s.cons.mu.RLock()
 	byID := maps.Clone(s.cons.byID)
 	s.cons.mu.RUnlock()
@@ -256,6 +261,13 @@ func (a *account) apiConsumerPause(r *apiReq, typ string) {
 		return
 	}
 	s.cons.create.Lock()
+	if s.closed.Load() || s.consumer(c.name) != c {
+		// Deleted (after inactivity, or with its stream) since it was looked up: its
+		// meta.inf must not be written into the directory being removed.
+		s.cons.create.Unlock()
+		a.respondErr(r.reply, typ, JSConsumerNotFoundErr)
+		return
+	}
 	c.mu.Lock()
 	cfg := c.cfg
 	c.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -117,7 +118,8 @@ func readMeta(fs filestore.FS, dir string) (StreamConfig, time.Time, error) {
 	return m.StreamConfig, m.Created, nil
 }
 
-// removeAll removes dir and everything under it through fs.
+// removeAll removes dir and everything under it through fs. What is already gone is no
+// error: whatever removed it, the outcome is the one wanted.
 func removeAll(fs filestore.FS, dir string) error {
 	names, err := fs.ReadDir(dir)
 	if err == nil {
@@ -129,12 +131,15 @@ func removeAll(fs filestore.FS, dir string) error {
 				}
 				continue
 			}
-			if err := fs.Remove(p); err != nil {
+			if err := fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 		}
 	}
 	if err := fs.Remove(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
 	// The removal is durable only once the parent directory is.
@@ -143,9 +148,9 @@ func removeAll(fs filestore.FS, dir string) error {
 
 // mkdirDurable makes dir and syncs its parents up to and including top, so that a new
 // directory entry survives a power cut. known holds the ancestors whose own entries this run
-// has already made durable (account and streams directories, never removed while running):
-// the walk up stops at the first of them, so a new stream costs one directory sync here, not
-// one per level.
+// has already made durable (account and streams directories, never removed while running,
+// and a stream's obs/, which its deletion forgets): the walk up stops at the first of them,
+// so a new stream costs one directory sync here, not one per level.
 func mkdirDurable(fs filestore.FS, dir, top string, known *sync.Map) error {
 	if err := fs.MkdirAll(dir); err != nil {
 		return err

@@ -246,6 +246,9 @@ func (s *stream) stop(remove bool) error {
 	s.ic.Close()
 	s.a.usage(st, -held)
 	if remove {
+		// The consumers' directory goes with the stream: a stream made again under the
+		// same name must sync its entry anew (mkdirDurable stops at the ancestors it knows).
+		s.a.js.durableDirs.Delete(s.consumersDir())
 		if err := removeAll(s.a.js.cfg.FS, s.dir); err != nil && st == FileStorage {
 			return err
 		}

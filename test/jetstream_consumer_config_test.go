@@ -54,6 +54,7 @@ func TestJetStreamConsumerConfigRows(t *testing.T) {
 	rows := loadConsumerConfigRows(t, "../js/testdata/consumer_config_rows.json")
 	jsCompare(t, func(t *testing.T, tg target) any {
 		nc, _ := jsStart(t, tg, Config{})
+		keepAccountDir(t, nc)
 		obs := map[string]any{}
 		for _, row := range rows {
 			obs[row.Name] = runConsumerConfigRow(t, nc, row)
@@ -123,4 +124,18 @@ func jsonValue(v any) any {
 	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
+}
+
+// keepAccountDir makes a stream that outlives the test's, for tests that delete and create
+// again their account's only stream. nats-server (v2.15.2, stream.stop) removes the account's
+// streams/ directory and the account directory, if empty, on a goroutine of its own after it
+// deletes a stream; a stream created meanwhile can find them gone under its MkdirAll
+// ("could not create storage directory - mkdir .../$G/streams: no such file or directory",
+// answered as 10049 "error creating store for stream"). With a stream left in place those
+// directories are never empty. TestJetStreamRecreateOnlyStream shows the race.
+func keepAccountDir(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	if r := rawAPI(t, nc, "$JS.API.STREAM.CREATE.KEEP", `{"name":"KEEP","subjects":["keep.account.dir"]}`); apiErrCode(r) != 0 {
+		t.Fatalf("create KEEP: %v", r)
+	}
 }
