@@ -80,7 +80,8 @@ type consumer struct {
 	npending atomic.Int64
 	npBase   atomic.Uint64
 
-	running, again bool // the delivery runner
+	kicked atomic.Bool // a delivery pass is due
+	demand atomic.Bool // a pass could deliver: someone waits (push, or pull requests)
 
 	cmu         sync.Mutex // the commit loop
 	committing  bool
@@ -320,7 +321,9 @@ func (s *stream) stored(seq uint64, subj string) {
 		if seq > c.npBase.Load() {
 			c.npending.Add(1)
 		}
-		c.kick()
+		if c.demand.Load() {
+			c.kick()
+		}
 	}
 }
 
@@ -338,38 +341,19 @@ func (s *stream) interested(subj string) bool {
 	return len(r.Plain) > 0
 }
 
-// kick runs the delivery loop soon, on a goroutine of its own that ends when there is
-// nothing left to deliver (the store's writer must never wait on a consumer).
+// kick has the consumer run a delivery pass soon, on a goroutine of its own that ends with
+// the pass. It never waits for the consumer's lock (which a pass holds across store reads):
+// the store's writer calls it, and must not block. A kick during a pass starts another.
 func (c *consumer) kick() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
+	if !c.kicked.Swap(true) {
+		go c.runner()
 	}
-	if c.running {
-		c.again = true
-		c.mu.Unlock()
-		return
-	}
-	if !c.canDeliverLocked() {
-		c.mu.Unlock()
-		return
-	}
-	c.running = true
-	c.mu.Unlock()
-	go c.runner()
 }
 
 func (c *consumer) runner() {
 	c.mu.Lock()
-	for {
-		c.again = false
-		c.deliverLocked()
-		if !c.again || c.closed {
-			break
-		}
-	}
-	c.running = false
+	c.kicked.Store(false)
+	c.deliverLocked()
 	c.mu.Unlock()
 }
 
@@ -385,13 +369,25 @@ func (c *consumer) canDeliverLocked() bool {
 }
 
 // deliverLocked delivers what the consumer's state allows: redeliveries first, then new
-// messages, to the deliver subject or the waiting pull requests.
+// messages, to the deliver subject or the waiting pull requests. It leaves a hint of whether
+// anyone could take more (demand), so that a stored message wakes only consumers that could
+// deliver it.
 func (c *consumer) deliverLocked() {
+	c.deliverPassLocked()
+	c.demand.Store(c.canDeliverLocked())
+}
+
+func (c *consumer) deliverPassLocked() {
 	if c.closed || c.paused {
 		return
 	}
 	push := c.isPush()
 	if push && !c.a.acc.HasInterest(c.cfg.DeliverSubject) {
+		// Nobody listens on the deliver subject yet. Interest changes tell consumers
+		// nothing, so one with messages waiting looks again shortly.
+		if c.availableLocked() > 0 {
+			c.armLocked(time.Now().Add(pushInterestPoll))
+		}
 		return
 	}
 	var seen *pullRequest
@@ -485,6 +481,10 @@ func (c *consumer) ackReplyLen(sm *filestore.StoredMsg, dc uint64) int {
 	}
 	return len(c.s.ackPrefix(c.name)) + 4 + digits(dc) + digits(sm.Seq) + digits(c.dseq) + digits(uint64(sm.TS)) + digits(uint64(np))
 }
+
+// pushInterestPoll is how often a push consumer with messages waiting and no subscriber on
+// its deliver subject looks again.
+const pushInterestPoll = 100 * time.Millisecond
 
 // fcWindow is how many bytes a push consumer with flow control sends before it waits for
 // the client's answer (nats-server's pending bytes default).

@@ -430,3 +430,32 @@ func TestJSConsumerRestart(t *testing.T) {
 		return map[string]any{"before": consumerView(before), "after": after, "then": got, "end": consumerView(ci)}
 	})
 }
+
+// A durable push consumer made before anyone listens on its deliver subject delivers its
+// backlog once a subscriber comes, with no new message to wake it.
+func TestJSConsumerPushLateSubscriber(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		nc, js := jsStart(t, tg, Config{})
+		ctx := jsCtx(t)
+		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+		publishN(t, js, "s.a", 3)
+		if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "P", DeliverSubject: "late.p",
+			AckPolicy: jetstream.AckNonePolicy}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		sub, err := nc.SubscribeSync("late.p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i := 0; i < 3; i++ {
+			m, err := sub.NextMsg(3 * time.Second)
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			got = append(got, m.Subject+" "+string(m.Data))
+		}
+		return got
+	})
+}
