@@ -1725,7 +1725,12 @@ func (c *consumer) stop(remove bool) error {
 			c.sendStatus(wr.reply, "409 Consumer Deleted", wr.n, wr.b)
 		}
 	}
-	// Wait out a commit in flight so that Stop and Delete see a quiet store.
+	// Wait out a commit in flight so that Stop and Delete see a quiet store; one lingering
+	// (commitLinger) is told to go now, or stopping a thousand consumers would take seconds.
+	select {
+	case c.cwake <- struct{}{}:
+	default:
+	}
 	for {
 		c.cmu.Lock()
 		busy := c.committing
