@@ -1649,22 +1649,8 @@ func (c *consumer) recoverState() {
 	c.recount()
 }
 
-// recount counts num_pending exactly.
-func (c *consumer) recount() {
-	st := c.s.store.FastState()
-	var n uint64
-	if c.sseq <= st.LastSeq {
-		if c.filters == nil {
-			n = c.s.store.FilteredState("", c.sseq).Msgs
-		} else {
-			for _, f := range c.filters {
-				n += c.s.store.FilteredState(f, c.sseq).Msgs
-			}
-		}
-	}
-	c.npBase.Store(st.LastSeq)
-	c.npending.Store(int64(n))
-}
+// recount counts num_pending exactly (a consumer not yet shared: no lock needed).
+func (c *consumer) recount() { c.recountLocked() }
 
 // start subscribes the consumer's subjects and begins delivering.
 func (c *consumer) start() error {
@@ -1834,6 +1820,8 @@ func (c *consumer) infoLocked(dynamic bool) *ConsumerInfo {
 	return ci
 }
 
+// recountLocked counts num_pending exactly: the messages at or after the next sequence that
+// the filters take, as of the stream's last sequence now (npBase).
 func (c *consumer) recountLocked() {
 	st := c.s.store.FastState()
 	var n uint64

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/natsd/natsd/auth"
 )
 
 // Consumer configuration: defaults and checks, in the order nats-server v2.15.2 applies
@@ -337,32 +339,13 @@ func partitionUnique(filters []string, others []*ConsumerConfig) bool {
 				return false
 			}
 			for _, of := range ofs {
-				if subjectsCollide(f, of) {
+				if auth.SubjectsCollide(f, of) {
 					return false
 				}
 			}
 		}
 	}
 	return true
-}
-
-// subjectsCollide reports whether two subjects (either may hold wildcards) match a common
-// literal subject.
-func subjectsCollide(a, b string) bool {
-	if a == b {
-		return true
-	}
-	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(ta) && i < len(tb); i++ {
-		x, y := ta[i], tb[i]
-		if x == ">" || y == ">" {
-			return true
-		}
-		if x != y && x != "*" && y != "*" {
-			return false
-		}
-	}
-	return len(ta) == len(tb)
 }
 
 // checkConsumerFields is nats-server's checkConsumerCfg: the config on its own and against
