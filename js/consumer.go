@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/natsd/natsd/filestore"
 	"github.com/natsd/natsd/loop"
@@ -54,6 +55,8 @@ type consumer struct {
 	rdset    map[uint64]struct{}
 	rdc      map[uint64]uint64 // redelivered and not acknowledged: num_redelivered
 	waiting  []*pullRequest
+	ackPre   string // "$JS.ACK.<stream>.<consumer>."
+	scratch  []byte // a delivery's ack reply, built here
 	closed   bool
 	paused   bool
 	pauseTmr *time.Timer
@@ -577,9 +580,10 @@ func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc 
 	if np < 0 {
 		np = 0
 	}
-	ack := c.s.ackPrefix(c.name)
-	b := make([]byte, 0, len(ack)+64)
-	b = append(b, ack...)
+	if c.ackPre == "" {
+		c.ackPre = c.s.ackPrefix(c.name)
+	}
+	b := append(c.scratch[:0], c.ackPre...)
 	b = strconv.AppendUint(b, dc, 10)
 	b = append(b, '.')
 	b = strconv.AppendUint(b, sm.Seq, 10)
@@ -605,7 +609,9 @@ func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc 
 		}
 		hdr = appendHeader(hdr, "Nats-Pin-Id", pin)
 	}
-	reply := string(b)
+	c.scratch = b
+	// PublishAs copies the reply before it returns: a view of the scratch buffer will do.
+	reply := unsafe.String(&b[0], len(b))
 	_ = c.ic.PublishAs(subject, sm.Subject, reply, hdr, data)
 	c.last, c.lastDlv = now, now
 	c.lastDS, c.lastDC = sm.Seq, dseq
