@@ -464,3 +464,59 @@ func TestJSConsumerPushLateSubscriber(t *testing.T) {
 		return got
 	})
 }
+
+// An ordered consumer carries on across a restart of the server: nats.go makes it again
+// from where it was, and every message comes once, in order.
+func TestJSConsumerOrderedAcrossRestart(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		cfg := Config{JetStream: true, StoreDir: t.TempDir()}
+		u, stop := tg.start(t, cfg)
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				stop()
+			}
+		})
+		nc := connect(t, u, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(jsAPITimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := jsCtx(t)
+		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+		publishN(t, js, "s.a", 5)
+		oc, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		next := func() {
+			t.Helper()
+			m, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second))
+			if err != nil {
+				t.Fatalf("next after %v: %v", got, err)
+			}
+			md, _ := m.Metadata()
+			got = append(got, fmt.Sprintf("%d %s", md.Sequence.Stream, m.Data()))
+		}
+		for i := 0; i < 3; i++ {
+			next()
+		}
+		stop()
+		stopped = true
+		tg.run(t, fixedPort(t, cfg, u))
+		waitFor(t, 10*time.Second, "reconnect", func() bool { return nc.IsConnected() })
+		for i := 0; i < 3; i++ {
+			for {
+				if _, err := js.Publish(ctx, "s.a", []byte(fmt.Sprintf("n%d", i))); err == nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		for i := 0; i < 5; i++ {
+			next()
+		}
+		return got
+	})
+}
