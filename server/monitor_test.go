@@ -468,7 +468,12 @@ func TestMonitorSlowConsumer(t *testing.T) {
 	if v.SlowConsumersStats == nil || v.SlowConsumersStats.Clients != uint64(v.SlowConsumers) {
 		t.Fatalf("slow_consumer_stats %+v", v.SlowConsumersStats)
 	}
-	cz := connz(t, s, "?state=closed")
+	// The slow consumer is counted as it is cut, a moment before its close is recorded.
+	var cz *natsserver.Connz
+	waitFor(t, func() bool {
+		cz = connz(t, s, "?state=closed")
+		return len(cz.Conns) > 0
+	})
 	if len(cz.Conns) != 1 || !strings.HasPrefix(cz.Conns[0].Reason, "Slow Consumer") || cz.Conns[0].Name != "sleepy" {
 		t.Fatalf("closed: %+v", cz.Conns)
 	}
