@@ -318,6 +318,11 @@ type FileStore struct {
 		b    *block
 		off  int64
 		data []byte
+		// Where the last record read from the active block ended: only a read that
+		// starts there (a reader streaming through it) reads ahead. Readers that skip
+		// (filtered consumers, many interleaved) read just their record.
+		lastB   *block
+		lastEnd int64
 	}
 
 	qmu    sync.Mutex
@@ -701,16 +706,27 @@ func (s *FileStore) readRec(b *block, e *ent) ([]byte, error) {
 const raChunk = 64 << 10
 
 // readAhead returns a fresh copy of e's record bytes in the unsealed block b (mu held for
-// reading), from the read-ahead when it has them, else reading a chunk from e on.
+// reading), from the read-ahead when it has them, else reading them (and, for a reader
+// streaming through the block, a chunk past them).
 func (s *FileStore) readAhead(b *block, e *ent) ([]byte, error) {
 	off, n := int64(e.off), int64(e.slen)
 	s.cmu.Lock()
 	if s.ra.b == b && off >= s.ra.off && off+n <= s.ra.off+int64(len(s.ra.data)) {
 		buf := append([]byte(nil), s.ra.data[off-s.ra.off:off-s.ra.off+n]...)
+		s.ra.lastB, s.ra.lastEnd = b, off+n
 		s.cmu.Unlock()
 		return buf, nil
 	}
+	streaming := s.ra.lastB == b && s.ra.lastEnd == off
+	s.ra.lastB, s.ra.lastEnd = b, off+n
 	s.cmu.Unlock()
+	if !streaming {
+		buf := make([]byte, n)
+		if _, err := b.f.ReadAt(buf, off); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
 	// Read ahead only over records already durable: past them, bytes may not be written yet.
 	limit := off + n
 	if last := min(s.durable, b.end()-1); last >= b.first {
