@@ -394,7 +394,13 @@ func (c *consumer) deliverPassLocked() {
 		return
 	}
 	var seen *pullRequest
-	for {
+	for n := 0; ; n++ {
+		if n == passLimit {
+			// A long backlog is delivered in passes, so that acks and requests get the
+			// lock in between.
+			c.kick()
+			return
+		}
 		var wr *pullRequest
 		if !push {
 			wr = c.nextRequestLocked(&seen)
@@ -484,6 +490,9 @@ func (c *consumer) ackReplyLen(sm *filestore.StoredMsg, dc uint64) int {
 	}
 	return len(c.s.ackPrefix(c.name)) + 4 + digits(dc) + digits(sm.Seq) + digits(c.dseq) + digits(uint64(sm.TS)) + digits(uint64(np))
 }
+
+// passLimit bounds the deliveries of one delivery pass.
+const passLimit = 512
 
 // pushInterestPoll is how often a push consumer with messages waiting and no subscriber on
 // its deliver subject looks again.

@@ -507,9 +507,14 @@ func TestJSConsumerOrderedAcrossRestart(t *testing.T) {
 		tg.run(t, fixedPort(t, cfg, u))
 		waitFor(t, 10*time.Second, "reconnect", func() bool { return nc.IsConnected() })
 		for i := 0; i < 3; i++ {
+			deadline := time.Now().Add(10 * time.Second)
 			for {
-				if _, err := js.Publish(ctx, "s.a", []byte(fmt.Sprintf("n%d", i))); err == nil {
+				_, err := js.Publish(ctx, "s.a", []byte(fmt.Sprintf("n%d", i)))
+				if err == nil {
 					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("publish after the restart: %v", err)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}

@@ -463,14 +463,33 @@ func TestJetStreamRawAdvisories(t *testing.T) {
 					advs = append(advs, advisoryObs(t, m))
 				}
 				// Audits and the actions they cause come in either order: each is keyed by
-				// what it is about.
-				keyed := map[string]any{}
+				// what it is about. Audits of the same request subject (a delete, then the
+				// same delete refused) may come in either order too (nats-server sends some
+				// from another goroutine): those are numbered in the order of their content.
+				groups := map[string][]map[string]any{}
+				var bases []string
 				for _, a := range advs {
 					k := fmt.Sprintf("%v %v %v", a["on"], a["subject"], a["stream"])
-					for n := 2; keyed[k] != nil; n++ {
-						k = fmt.Sprintf("%v %v %v #%d", a["on"], a["subject"], a["stream"], n)
+					if groups[k] == nil {
+						bases = append(bases, k)
 					}
-					keyed[k] = a
+					groups[k] = append(groups[k], a)
+				}
+				keyed := map[string]any{}
+				for _, k := range bases {
+					g := groups[k]
+					sort.SliceStable(g, func(i, j int) bool {
+						bi, _ := json.Marshal(g[i])
+						bj, _ := json.Marshal(g[j])
+						return string(bi) < string(bj)
+					})
+					for n, a := range g {
+						if n == 0 {
+							keyed[k] = a
+						} else {
+							keyed[fmt.Sprintf("%s #%d", k, n+1)] = a
+						}
+					}
 				}
 				obs["advisories"] = keyed
 				return obs
