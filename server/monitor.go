@@ -327,7 +327,7 @@ func (s *Server) Varz() *Varz {
 		Version: ServerVersion,
 		// version stays the compatible nats-server's, which tools gate on; natsd's own
 		// version rides in git_commit, the build identity release binaries report there.
-		GitCommit:      "natsd-v" + Version,
+		GitCommit:      buildIdentity(),
 		Proto:          1,
 		GoVersion:      runtime.Version(),
 		Host:           o.Host,
@@ -1174,4 +1174,13 @@ func (c *cpuSampler) sample(now time.Time) (pct float64, rss int64) {
 		c.at, c.cpu = now, cpu
 	}
 	return c.last, rss
+}
+
+// buildIdentity is natsd's version and, when stamped, the commit it was built from
+// ("natsd-v0.1.0+1a2b3c4"): /varz's git_commit, where release binaries report their build.
+func buildIdentity() string {
+	if Commit == "" {
+		return "natsd-v" + Version
+	}
+	return "natsd-v" + Version + "+" + Commit
 }

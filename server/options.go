@@ -26,8 +26,14 @@ const (
 	// ServerVersion is the nats-server version whose behaviour natsd matches; clients gate
 	// features on INFO's version, so this is what INFO reports (natsd's own is Version).
 	ServerVersion = "2.15.2"
-	// Version is natsd's own version (-v, logs, /varz).
+)
+
+// Version is natsd's own version (logs, /varz) and Commit the source revision it was built
+// from; release builds stamp both with -ldflags "-X github.com/natsd/natsd/server.Version=...
+// -X github.com/natsd/natsd/server.Commit=..." (see the Makefile and the Dockerfile).
+var (
 	Version = "0.1.0"
+	Commit  = ""
 )
 
 // Options holds the server configuration. Field names follow nats-server's Options where

@@ -157,6 +157,9 @@ func (s *Server) Start() error {
 	s.loaded.Store(s.start.UnixNano())
 	s.log.Noticef("Starting natsd")
 	s.log.Noticef("  Version:  %s (nats-server compatible %s)", Version, ServerVersion)
+	if Commit != "" {
+		s.log.Noticef("  Git:      [%s]", Commit)
+	}
 	s.log.Noticef("  Go build: %s", runtime.Version())
 	s.log.Noticef("  Name:     %s", o.ServerName)
 	s.log.Noticef("  ID:       %s", s.id)
