@@ -6,12 +6,37 @@ NATS_SERVER_VERSION := v2.15.2
 NATSCLI_VERSION     := v0.5.0
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build run test vet fmt-check unit bench tools nats-server nats-cli clean
+# Build identity, stamped into the binary (start-up log, /varz git_commit). VERSION, when set,
+# replaces the version in server/options.go.
+COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+VERSION   ?=
+LDFLAGS   := -X github.com/natsd/natsd/server.Commit=$(COMMIT) $(if $(VERSION),-X github.com/natsd/natsd/server.Version=$(VERSION))
+
+# make install: PREFIX and DESTDIR as usual; the unit goes where systemd looks under PREFIX.
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+IMAGE     ?= natsd
+
+.PHONY: all build run test vet fmt-check unit bench tools nats-server nats-cli clean install docker
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/natsd .
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/natsd .
+
+# The binary, and the systemd unit with ExecStart pointing at it. No nats-server symlink: on a
+# host, a drop-in replacement is the operator's choice (ln -s natsd nats-server); the Docker
+# image, whose manifests name /nats-server, has one.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(BIN)/natsd $(DESTDIR)$(PREFIX)/bin/natsd
+	sed 's|/usr/local/bin/natsd|$(PREFIX)/bin/natsd|' packaging/natsd.service > $(DESTDIR)$(UNITDIR)/natsd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/natsd.service
+
+# Needs a Docker daemon; packaging/packaging_test.go tests the image's build step without one.
+docker:
+	docker build --build-arg COMMIT=$(COMMIT) $(if $(VERSION),--build-arg VERSION=$(VERSION)) -t $(IMAGE) .
 
 # Client port 4222, monitoring on 8222, JetStream with its store in .data/ (STORE_DIR=... for another).
 run: build
