@@ -35,6 +35,14 @@ var (
 	rootErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rootDir != "" {
+		os.RemoveAll(rootDir)
+	}
+	os.Exit(code)
+}
+
 // rootfs runs the Dockerfile's build step into a temporary directory, once per test run,
 // with a version and commit stamped as `make docker` stamps them.
 func rootfs(t *testing.T) string {
