@@ -240,6 +240,8 @@ func (a *account) route(subj string) (handler, string) {
 		return a.apiConsumerUnpin, t("consumer_unpin_response")
 	case len(tok) == 5 && tok[0] == "CONSUMER" && tok[1] == "LEADER" && tok[2] == "STEPDOWN":
 		return a.apiConsumerNotClustered, t("consumer_leader_stepdown_response")
+	case len(tok) == 5 && tok[0] == "CONSUMER" && tok[1] == "PEER" && tok[2] == "REMOVE":
+		return a.apiConsumerNotClustered, t("consumer_remove_peer_response")
 	}
 	return nil, ""
 }
@@ -739,11 +741,10 @@ func (s *stream) get(req *JSApiMsgGetRequest) (*filestore.StoredMsg, error) {
 	}
 }
 
+// apiConsumerNotClustered answers the consumer requests only a cluster serves, as a
+// standalone nats-server does: before it looks the consumer up.
 func (a *account) apiConsumerNotClustered(r *apiReq, typ string) {
-	if _, c := a.consumerOf(r, typ, 3); c == nil {
-		return
-	}
-	a.respondErr(r.reply, typ, JSClusterNotActiveErr)
+	a.respondErr(r.reply, typ, JSClusterRequiredErr)
 }
 
 // advise publishes a JetStream advisory when someone listens for it.

@@ -2,8 +2,10 @@ package js
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -357,9 +359,18 @@ func (c *consumer) reset(seq uint64) (uint64, *APIError) {
 }
 
 func (a *account) apiConsumerUnpin(r *apiReq, typ string) {
+	// nats-server reads this body with plain encoding/json: an empty one is invalid JSON.
 	var req JSApiConsumerUnpinRequest
-	if e := decodeIfObject(r.body, &req, a.js.cfg.Strict); e != nil {
-		a.respondErr(r.reply, typ, e)
+	if err := json.Unmarshal(r.body, &req); err != nil {
+		a.respondErr(r.reply, typ, JSInvalidJSONErr.with("err", jsonErrText(err)))
+		return
+	}
+	if req.Group == "" {
+		a.respondErr(r.reply, typ, JSInvalidJSONErr.with("err", "consumer group not specified"))
+		return
+	}
+	if !validGroupName.MatchString(req.Group) {
+		a.respondErr(r.reply, typ, JSConsumerInvalidGroupNameErr)
 		return
 	}
 	_, c := a.consumerOf(r, typ, 2)
@@ -367,6 +378,11 @@ func (a *account) apiConsumerUnpin(r *apiReq, typ string) {
 		return
 	}
 	c.mu.Lock()
+	if !slices.Contains(c.cfg.PriorityGroups, req.Group) {
+		c.mu.Unlock()
+		a.respondErr(r.reply, typ, JSConsumerInvalidPriorityGroupErr)
+		return
+	}
 	c.unpinLocked()
 	c.mu.Unlock()
 	c.kick()

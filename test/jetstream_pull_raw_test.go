@@ -100,3 +100,42 @@ func TestJSPullStatusRaw(t *testing.T) {
 		return obs
 	})
 }
+
+// The consumer API requests a standalone server answers without a consumer to act on:
+// stepdown and peer removal (clustering required), unpin's request checks.
+func TestJSConsumerAdminRaw(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		nc, js := jsStart(t, tg, Config{})
+		ctx := jsCtx(t)
+		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+		if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "C"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "PIN", AckPolicy: jetstream.AckExplicitPolicy,
+			PriorityGroups: []string{"g"}, PriorityPolicy: jetstream.PriorityPolicyPinned}); err != nil {
+			t.Fatal(err)
+		}
+		obs := map[string]any{}
+		for _, r := range []struct{ subj, body string }{
+			{"$JS.API.CONSUMER.LEADER.STEPDOWN.S.C", ""},
+			{"$JS.API.CONSUMER.LEADER.STEPDOWN.S.NOPE", ""},
+			{"$JS.API.CONSUMER.PEER.REMOVE.S.C", `{"peer":"x"}`},
+			{"$JS.API.CONSUMER.UNPIN.S.C", ""},
+			{"$JS.API.CONSUMER.UNPIN.S.C", `{}`},
+			{"$JS.API.CONSUMER.UNPIN.S.C", `{"group":"bad name!"}`},
+			{"$JS.API.CONSUMER.UNPIN.S.C", `{"group":"g"}`},
+			{"$JS.API.CONSUMER.UNPIN.S.NOPE", `{"group":"g"}`},
+			{"$JS.API.CONSUMER.UNPIN.NOPE.C", `{"group":"g"}`},
+			{"$JS.API.CONSUMER.UNPIN.S.PIN", `{"group":"h"}`},
+			{"$JS.API.CONSUMER.UNPIN.S.PIN", `{"group":"g"}`},
+		} {
+			m, err := nc.Request(r.subj, []byte(r.body), 2*time.Second)
+			if err != nil {
+				obs[r.subj+" "+r.body] = err.Error()
+				continue
+			}
+			obs[r.subj+" "+r.body] = string(m.Data)
+		}
+		return obs
+	})
+}
