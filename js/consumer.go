@@ -1966,3 +1966,68 @@ func (s *stream) stopConsumers(remove bool) {
 		c.stop(remove)
 	}
 }
+
+// consumerSnapshot is a consumer as a stream snapshot carries it.
+type consumerSnapshot struct {
+	Name        string            `json:"name"`
+	Created     time.Time         `json:"created"`
+	Config      ConsumerConfig    `json:"config"`
+	Delivered   [2]uint64         `json:"delivered"` // consumer, stream
+	AckFloor    [2]uint64         `json:"ack_floor"`
+	Pending     [][3]int64        `json:"pending,omitempty"` // stream seq, delivery seq, stamp
+	Redelivered map[uint64]uint64 `json:"redelivered,omitempty"`
+}
+
+func (c *consumer) snapshot() consumerSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.store.State()
+	cs := consumerSnapshot{Name: c.name, Created: c.created, Config: c.cfg,
+		Delivered: [2]uint64{st.Delivered.Consumer, st.Delivered.Stream},
+		AckFloor:  [2]uint64{st.AckFloor.Consumer, st.AckFloor.Stream}, Redelivered: st.Redelivered}
+	for sseq, p := range st.Pending {
+		cs.Pending = append(cs.Pending, [3]int64{int64(sseq), int64(p.Sequence), p.Timestamp})
+	}
+	slices.SortFunc(cs.Pending, func(a, b [3]int64) int { return int(a[0] - b[0]) })
+	return cs
+}
+
+// restoreConsumer makes a consumer a snapshot carried, in the state it had.
+func (s *stream) restoreConsumer(cs consumerSnapshot) error {
+	s.cons.create.Lock()
+	defer s.cons.create.Unlock()
+	if s.consumer(cs.Name) != nil {
+		return errors.New("consumer exists")
+	}
+	c, err := s.openConsumer(cs.Name, cs.Config, cs.Created, true)
+	if err != nil {
+		return err
+	}
+	st := &filestore.ConsumerState{
+		Delivered:   filestore.SequencePair{Consumer: cs.Delivered[0], Stream: cs.Delivered[1]},
+		AckFloor:    filestore.SequencePair{Consumer: cs.AckFloor[0], Stream: cs.AckFloor[1]},
+		Redelivered: cs.Redelivered,
+	}
+	if len(cs.Pending) > 0 {
+		st.Pending = make(map[uint64]*filestore.PendingAck, len(cs.Pending))
+		for _, p := range cs.Pending {
+			st.Pending[uint64(p[0])] = &filestore.PendingAck{Sequence: uint64(p[1]), Timestamp: p[2]}
+		}
+	}
+	if err := c.store.SetState(st); err != nil {
+		c.stop(true)
+		return err
+	}
+	c.mu.Lock()
+	c.pending, c.rdc, c.lps = make(map[uint64]*pendingMsg), nil, nil
+	c.waitq = pendingList{}
+	c.recoverState()
+	c.mu.Unlock()
+	s.indexConsumer(c)
+	if err := c.start(); err != nil {
+		s.unindexConsumer(c, c.filters)
+		c.stop(true)
+		return err
+	}
+	return nil
+}

@@ -109,7 +109,7 @@ func (a *account) apiSnapshot(r *apiReq, typ string) {
 }
 
 // writeSnapshot writes the stream's messages from first to last.
-func (s *stream) writeSnapshot(w io.Writer, first, last uint64) error {
+func (s *stream) writeSnapshot(w io.Writer, first, last uint64, consumers bool) error {
 	sw := s2.NewWriter(w)
 	bw := bufio.NewWriterSize(sw, 64*1024)
 	meta, _ := json.Marshal(snapMeta{Config: *s.config(), Created: s.created, FirstSeq: first, LastSeq: last})
@@ -136,6 +136,21 @@ func (s *stream) writeSnapshot(w io.Writer, first, last uint64) error {
 			return err
 		}
 		seq = sm.Seq + 1
+	}
+	if consumers {
+		// Then each consumer: its configuration and its state, as a restore makes it anew.
+		for _, c := range s.consumerList() {
+			b, err := json.Marshal(c.snapshot())
+			if err != nil {
+				return err
+			}
+			bw.WriteByte('c')
+			binary.LittleEndian.PutUint32(hdr[:4], uint32(len(b)))
+			bw.Write(hdr[:4])
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+		}
 	}
 	bw.WriteByte('e')
 	if err := bw.Flush(); err != nil {
@@ -184,7 +199,7 @@ func (s *stream) sendSnapshot(req *JSApiStreamSnapshotRequest, first, last uint6
 	defer ack.Unsubscribe()
 
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(s.writeSnapshot(pw, first, last)) }()
+	go func() { pw.CloseWithError(s.writeSnapshot(pw, first, last, !req.NoConsumers)) }()
 	defer pr.Close()
 	chunk := make([]byte, chunkSize)
 	timer := time.NewTimer(snapshotAckTimeout)
@@ -383,6 +398,7 @@ func (rs *restore) run() result {
 		return result{err: err}
 	}
 	var h [27]byte
+	var consumers []consumerSnapshot
 	for {
 		kind, err := br.ReadByte()
 		if err != nil {
@@ -390,6 +406,21 @@ func (rs *restore) run() result {
 		}
 		if kind == 'e' {
 			break
+		}
+		if kind == 'c' {
+			if _, err := io.ReadFull(br, lb[:]); err != nil {
+				return fail(err)
+			}
+			cb := make([]byte, binary.LittleEndian.Uint32(lb[:]))
+			if _, err := io.ReadFull(br, cb); err != nil {
+				return fail(err)
+			}
+			var cs consumerSnapshot
+			if err := json.Unmarshal(cb, &cs); err != nil {
+				return fail(err)
+			}
+			consumers = append(consumers, cs)
+			continue
 		}
 		if kind != 'm' {
 			return fail(errors.New("corrupt snapshot"))
@@ -448,6 +479,11 @@ func (rs *restore) run() result {
 		a.reserve(&cfg, -1)
 		a.mu.Unlock()
 		return result{err: err}
+	}
+	for _, cs := range consumers {
+		if err := s.restoreConsumer(cs); err != nil {
+			a.js.warnf("Restore of stream '%s > %s': consumer %q not restored: %v", a.name, cfg.Name, cs.Name, err)
+		}
 	}
 	a.js.noticef("Completed restore of %s for stream '%s > %s' in %v", friendly(s.store.FastState().Bytes), a.name,
 		cfg.Name, time.Since(rs.start).Round(time.Millisecond))
