@@ -449,6 +449,7 @@ func (rs *restore) run() result {
 		a.mu.Unlock()
 		return result{err: err}
 	}
+	s.startSourcing()
 	a.js.noticef("Completed restore of %s for stream '%s > %s' in %v", friendly(s.store.FastState().Bytes), a.name,
 		cfg.Name, time.Since(rs.start).Round(time.Millisecond))
 	return result{s: s}
