@@ -119,8 +119,8 @@ func TestJSMirrorCatchUp(t *testing.T) {
 			"created_subjects": created.Config.Subjects, "created_mirror_direct": created.Config.MirrorDirect,
 			"created_dup_window": created.Config.Duplicates.String(),
 			"state":              stateObs(si.State), "mirror": sourceView(si.Mirror), "sources": len(si.Sources),
-			"msgs":               mirrorMsgs(t, m, 1, 8), "publish_to_mirror": jsErrObs(perr) != nil,
-			"direct":             msgObs(dm, derr),
+			"msgs": mirrorMsgs(t, m, 1, 8), "publish_to_mirror": jsErrObs(perr) != nil,
+			"direct": msgObs(dm, derr),
 		}
 	})
 }
@@ -192,7 +192,9 @@ func TestJSMirrorSources(t *testing.T) {
 		_, herr := js.PublishMsg(ctx, &nats.Msg{Subject: "own.2", Header: nats.Header{"Nats-Stream-Source": []string{"A 1 > > a.1"}}})
 		msgs := mirrorMsgs(t, s, 1, si.State.LastSeq)
 		// Two sources run side by side: the order they interleave in is not fixed.
-		sort.Slice(msgs, func(i, j int) bool { return fmt.Sprint(msgs[i].(map[string]any)["data"]) < fmt.Sprint(msgs[j].(map[string]any)["data"]) })
+		sort.Slice(msgs, func(i, j int) bool {
+			return fmt.Sprint(msgs[i].(map[string]any)["data"]) < fmt.Sprint(msgs[j].(map[string]any)["data"])
+		})
 		for _, m := range msgs {
 			delete(m.(map[string]any), "seq")
 		}
