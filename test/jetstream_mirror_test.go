@@ -99,7 +99,7 @@ func TestJSMirrorCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		created := m.CachedInfo()
-		waitStream(t, js, "M", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 4 })
+		waitStream(t, js, "M", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 5 })
 		for i := 6; i <= 8; i++ {
 			mustPublish(t, js, "o.x", fmt.Sprintf("m%d", i))
 		}
