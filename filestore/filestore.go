@@ -510,6 +510,19 @@ func (s *FileStore) StoreAt(seq uint64, ts int64, subj string, hdr, msg []byte) 
 	return err
 }
 
+func (s *FileStore) StoreAtAsync(seq uint64, ts int64, subj string, hdr, msg []byte, cb func(uint64, int64, error)) {
+	if err := checkMsg(s.maxMsgSize.Load(), subj, hdr, msg); err != nil {
+		cb(0, 0, err)
+		return
+	}
+	if seq == 0 {
+		cb(0, 0, ErrSeqOrder)
+		return
+	}
+	s.enqueue(&op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
+		size: storedSize(subj, hdr, msg), at: seq, ats: ts, cb: cb}, false)
+}
+
 func (s *FileStore) SkipMsgs(n uint64) (uint64, error) {
 	if n == 0 {
 		n = 1

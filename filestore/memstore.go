@@ -129,6 +129,14 @@ func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error
 	return ms.store(0, 0, subj, hdr, msg)
 }
 
+func (ms *MemStore) StoreAtAsync(seq uint64, ts int64, subj string, hdr, msg []byte, cb func(uint64, int64, error)) {
+	if err := ms.StoreAt(seq, ts, subj, hdr, msg); err != nil {
+		cb(0, 0, err)
+		return
+	}
+	cb(seq, ts, nil)
+}
+
 func (ms *MemStore) StoreAt(seq uint64, ts int64, subj string, hdr, msg []byte) error {
 	if seq == 0 {
 		return ErrSeqOrder

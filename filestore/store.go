@@ -28,6 +28,10 @@ type Store interface {
 	// below the last fails with ErrSeqOrder. Stamps never go back: one earlier than the
 	// newest so far is raised to it. It blocks until the record is durable.
 	StoreAt(seq uint64, ts int64, subj string, hdr, msg []byte) error
+	// StoreAtAsync is StoreAt that does not wait: cb is called once the record is
+	// durable (or with the error), as StoreAsync's. A mirror keeps its origin's
+	// sequences with it without waiting a commit per message.
+	StoreAtAsync(seq uint64, ts int64, subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error))
 	// SkipMsgs consumes n sequence numbers without storing messages.
 	SkipMsgs(n uint64) (first uint64, err error)
 	LoadMsg(seq uint64) (*StoredMsg, error)

@@ -106,6 +106,10 @@ func (a *account) recover() error {
 		a.js.noticef("  Restored %s messages for stream '%s > %s' in %v", comma(st.Msgs), a.name, cfg.Name,
 			time.Since(t0).Round(time.Millisecond))
 	}
+	// Mirrors and sources start once every stream is back, so that their origins are.
+	for _, s := range a.streamList() {
+		s.startSourcing()
+	}
 	return nil
 }
 

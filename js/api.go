@@ -325,6 +325,9 @@ func (a *account) addStream(in *StreamConfig, pedantic bool) (*stream, *APIError
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if e := a.checkSourcingLocked(&cfg, pedantic); e != nil {
+		return nil, e
+	}
 	if s := a.streams[cfg.Name]; s != nil {
 		old := *s.config()
 		keepRequiredLevel(&cfg, &old)
@@ -357,6 +360,7 @@ func (a *account) addStream(in *StreamConfig, pedantic bool) (*stream, *APIError
 	}
 	a.streams[cfg.Name] = s
 	a.reserve(&cfg, 1)
+	s.startSourcing()
 	a.advise("STREAM.CREATED."+cfg.Name, "stream_action", map[string]any{"stream": cfg.Name, "action": "create"})
 	return s, nil
 }
@@ -436,6 +440,9 @@ func (a *account) updateStream(s *stream, in *StreamConfig, pedantic bool) *APIE
 	if e != nil {
 		return e
 	}
+	if e := a.checkSourcingLocked(&cfg, pedantic); e != nil {
+		return e
+	}
 	keepRequiredLevel(&cfg, &old)
 	if cfg.AllowMsgTTL && !old.AllowMsgTTL {
 		cfg.Metadata = withLevel(cfg.Metadata, requiredLevel(&cfg))
@@ -464,6 +471,13 @@ func (a *account) updateStream(s *stream, in *StreamConfig, pedantic bool) *APIE
 	}
 	if err := s.subscribe(&cfg); err != nil {
 		return JSStreamUpdateErrF.withErr(err)
+	}
+	if !reflect.DeepEqual(old.Mirror, cfg.Mirror) || !reflect.DeepEqual(old.Sources, cfg.Sources) {
+		if cfg.Mirror == nil && len(cfg.Sources) == 0 {
+			s.stopSourcing()
+		} else {
+			s.startSourcing()
+		}
 	}
 	a.advise("STREAM.UPDATED."+cfg.Name, "stream_action", map[string]any{"stream": cfg.Name, "action": "modify"})
 	return nil

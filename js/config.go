@@ -3,6 +3,7 @@ package js
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -227,20 +228,18 @@ func (a *account) checkConfig(in *StreamConfig, pedantic bool) (StreamConfig, *A
 	if cfg.PersistMode == DefaultPersist {
 		cfg.PersistMode = "" // stored and reported as unset, as nats-server does
 	}
-	// nats-server's first checks of a mirror, up to the one about counters.
-	if cfg.Mirror != nil && cfg.AllowMsgCounter && cfg.FirstSeq == 0 && len(cfg.Subjects) == 0 && len(cfg.Sources) == 0 {
-		return StreamConfig{}, JSMirrorWithCountersErr
+	if e := checkSourcing(&cfg); e != nil {
+		return StreamConfig{}, e
 	}
 	// Not built yet: refused, so that no application silently loses what it asked for.
-	switch {
-	case cfg.Mirror != nil || len(cfg.Sources) > 0:
-		return StreamConfig{}, invalidConfig("stream mirrors and sources are not supported by this server yet")
-	case cfg.AllowMsgSchedules:
+	if cfg.AllowMsgSchedules {
 		return StreamConfig{}, invalidConfig("message schedules are not supported by this server yet")
 	}
 
 	if len(cfg.Subjects) == 0 {
-		cfg.Subjects = []string{cfg.Name}
+		if cfg.Mirror == nil && len(cfg.Sources) == 0 {
+			cfg.Subjects = []string{cfg.Name}
+		}
 	} else {
 		seen := make(map[string]bool, len(cfg.Subjects))
 		for i, subj := range cfg.Subjects {
@@ -357,6 +356,9 @@ func (a *account) checkUpdate(old *StreamConfig, in *StreamConfig, pedantic bool
 		return cfg, invalidConfig("stream configuration update can not change message counter setting")
 	case old.PersistMode != cfg.PersistMode:
 		return cfg, invalidConfig("stream configuration update can not change persist mode")
+	case cfg.Mirror != nil && !reflect.DeepEqual(cfg.Mirror, old.Mirror):
+		// Removing the mirror promotes the stream to a normal one, as nats-server allows.
+		return cfg, JSStreamMirrorNotUpdatableErr
 	}
 	if cfg.Sealed {
 		cfg.MaxAge = 0

@@ -52,8 +52,11 @@ func TestCheckConfig(t *testing.T) {
 			lim: Unlimited, want: func(c StreamConfig) bool { return c.AllowMsgTTL && c.AllowRollup }},
 		{name: "async persist on memory", in: StreamConfig{Name: "S", Storage: MemoryStorage, PersistMode: AsyncPersist},
 			lim: Unlimited, err: "async persist mode is only supported on file storage"},
-		{name: "mirrors not built", in: StreamConfig{Name: "S", Mirror: &StreamSource{Name: "O"}}, lim: Unlimited,
-			err: "stream mirrors and sources are not supported by this server yet"},
+		{name: "mirror with subjects", in: StreamConfig{Name: "S", Subjects: []string{"s"}, Mirror: &StreamSource{Name: "O"}},
+			lim: Unlimited, err: "stream mirrors can not contain subjects"},
+		{name: "external source not built", in: StreamConfig{Name: "S", Sources: []*StreamSource{{Name: "O",
+			External: &ExternalStream{APIPrefix: "$JS.hub.API"}}}}, lim: Unlimited,
+			err: "stream sources from other accounts or domains (external) are not supported by this server yet"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -40,6 +40,7 @@ type consumer struct {
 	subs    []*loop.Subscription
 	store   filestore.ConsumerStore
 	durable bool // store commits reach a disk
+	direct  bool // a mirror's or source's (cfg.Direct): hidden from listings and counts
 
 	mu       sync.Mutex
 	cfg      ConsumerConfig
@@ -264,7 +265,26 @@ func (s *stream) consumer(name string) *consumer {
 func (s *stream) numConsumers() int {
 	s.cons.mu.RLock()
 	defer s.cons.mu.RUnlock()
-	return len(s.cons.byID)
+	n := 0
+	for _, c := range s.cons.byID {
+		if !c.direct {
+			n++
+		}
+	}
+	return n
+}
+
+// publicConsumers is consumerList without the direct consumers mirrors and sources use,
+// as nats-server lists them.
+func (s *stream) publicConsumers() []*consumer {
+	all := s.consumerList()
+	out := all[:0]
+	for _, c := range all {
+		if !c.direct {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (s *stream) indexConsumer(c *consumer) {
@@ -1525,7 +1545,7 @@ func (s *stream) openConsumer(name string, cfg ConsumerConfig, created time.Time
 	j := a.js
 	c := &consumer{s: s, a: a, name: name, created: created, cfg: cfg, filters: filtersOf(&cfg),
 		ackp: ackPolicyOf(cfg.AckPolicy), pending: make(map[uint64]*pendingMsg), last: time.Now(),
-		cwake: make(chan struct{}, 1)}
+		cwake: make(chan struct{}, 1), direct: cfg.Direct}
 	onDisk := s.config().Storage == FileStorage && !cfg.MemoryStorage
 	if onDisk {
 		c.dir = filepath.Join(s.consumersDir(), name)

@@ -220,7 +220,7 @@ func (a *account) apiConsumerNames(r *apiReq, typ string) {
 	if s == nil {
 		return
 	}
-	all := s.consumerList()
+	all := s.publicConsumers()
 	off := min(max(req.Offset, 0), len(all))
 	end := min(off+namesLimit, len(all))
 	resp := consumerNamesResponse{apiResponse: apiResponse{Type: typ},
@@ -241,7 +241,7 @@ func (a *account) apiConsumerList(r *apiReq, typ string) {
 	if s == nil {
 		return
 	}
-	all := s.consumerList()
+	all := s.publicConsumers()
 	off := min(max(req.Offset, 0), len(all))
 	end := min(off+listLimit, len(all))
 	resp := consumerListResponse{apiResponse: apiResponse{Type: typ},

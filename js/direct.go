@@ -260,8 +260,9 @@ func (s *stream) info(deleted bool, subjects string) StreamInfo {
 		ss.FirstSeq = 0 // a stream that never held a message, as nats-server reports it
 	}
 	ss.Consumers = s.numConsumers()
+	mirror, sources := s.sourceInfos()
 	return StreamInfo{Config: cfg, Created: s.created, State: ss, Domain: s.a.js.cfg.Domain,
-		TimeStamp: time.Now().UTC()}
+		Mirror: mirror, Sources: sources, TimeStamp: time.Now().UTC()}
 }
 
 func randomID() string {

@@ -90,7 +90,7 @@ func (j *JetStream) ConsumerDetails(account, stream string, config bool) []json.
 		return nil
 	}
 	var out []json.RawMessage
-	for _, c := range s.consumerList() {
+	for _, c := range s.publicConsumers() {
 		ci := c.infoWith(false)
 		if !config {
 			ci.Config = nil

@@ -139,7 +139,7 @@ func (s *stream) writeSnapshot(w io.Writer, first, last uint64, consumers bool) 
 	}
 	if consumers {
 		// Then each consumer: its configuration and its state, as a restore makes it anew.
-		for _, c := range s.consumerList() {
+		for _, c := range s.publicConsumers() {
 			b, err := json.Marshal(c.snapshot())
 			if err != nil {
 				return err
@@ -485,6 +485,7 @@ func (rs *restore) run() result {
 			a.js.warnf("Restore of stream '%s > %s': consumer %q not restored: %v", a.name, cfg.Name, cs.Name, err)
 		}
 	}
+	s.startSourcing()
 	a.js.noticef("Completed restore of %s for stream '%s > %s' in %v", friendly(s.store.FastState().Bytes), a.name,
 		cfg.Name, time.Since(rs.start).Round(time.Millisecond))
 	return result{s: s}

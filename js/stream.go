@@ -51,6 +51,7 @@ type stream struct {
 	cons streamConsumers
 	ctr  counters
 	bt   *batching
+	src  atomic.Pointer[sourcing] // mirror or sources (source.go)
 
 	closed atomic.Bool
 }
@@ -218,6 +219,7 @@ func (s *stream) stop(remove bool) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.stopSourcing()
 	s.stopConsumers(remove)
 	s.smu.Lock()
 	for _, sub := range s.subs {
