@@ -550,15 +550,10 @@ func mkdirDurable(fsys FS, dir string) error {
 
 func (s *consumerFileStore) recover(fresh bool) error {
 	if fresh {
-		// The log's name is durable before the journal names it, and writes an earlier
-		// consumer of the same name journaled are never replayed over this one's.
-		if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
-			return err
-		}
-		if s.jn != nil {
-			return s.jn.commit(&jreq{key: s.jkey, mark: true})
-		}
-		return nil
+		// The log's name is durable before the journal names it. Writes an earlier consumer
+		// of the same name journaled are void already: its Stop wrote a marker before Delete
+		// removed its files.
+		return s.fs.SyncDir(s.cfg.Dir)
 	}
 	b, err := readAll(s.f)
 	if err != nil {

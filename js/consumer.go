@@ -1530,10 +1530,20 @@ func (s *stream) openConsumer(name string, cfg ConsumerConfig, created time.Time
 	if onDisk {
 		c.dir = filepath.Join(s.consumersDir(), name)
 		if create {
+			// What an earlier create cut short (no metadata, so never recovered) must not
+			// lend its state log to this one.
+			if _, err := j.cfg.FS.ReadDir(c.dir); err == nil {
+				if err := removeAll(j.cfg.FS, c.dir); err != nil {
+					return nil, err
+				}
+			}
 			if err := mkdirDurable(j.cfg.FS, c.dir, s.dir, &j.durableDirs); err != nil {
 				return nil, err
 			}
-			if err := writeConsumerMeta(j.cfg.FS, c.dir, &cfg, created); err != nil {
+			// In a new directory the metadata is written in place: the state store's open
+			// syncs the directory next, and a consumer without readable metadata is skipped
+			// at recovery (and replaced by the next create of its name).
+			if err := writeSynced(j.cfg.FS, filepath.Join(c.dir, metaName), consumerMetaJSON(&cfg, created)); err != nil {
 				return nil, err
 			}
 		}
@@ -1869,11 +1879,14 @@ func (c *consumer) purged() {
 	c.mu.Unlock()
 }
 
+func consumerMetaJSON(cfg *ConsumerConfig, created time.Time) []byte {
+	b, _ := json.Marshal(consumerMeta{Created: created.UTC(), ConsumerConfig: *cfg})
+	return b
+}
+
+// writeConsumerMeta replaces a consumer's metadata atomically (an update).
 func writeConsumerMeta(fs filestore.FS, dir string, cfg *ConsumerConfig, created time.Time) error {
-	b, err := json.Marshal(consumerMeta{Created: created.UTC(), ConsumerConfig: *cfg})
-	if err != nil {
-		return err
-	}
+	b := consumerMetaJSON(cfg, created)
 	if err := writeSynced(fs, filepath.Join(dir, metaName+".tmp"), b); err != nil {
 		return err
 	}

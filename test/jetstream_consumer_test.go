@@ -507,9 +507,13 @@ func TestJSConsumerOrderedAcrossRestart(t *testing.T) {
 		tg.run(t, fixedPort(t, cfg, u))
 		waitFor(t, 10*time.Second, "reconnect", func() bool { return nc.IsConnected() })
 		for i := 0; i < 3; i++ {
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(15 * time.Second)
 			for {
-				_, err := js.Publish(ctx, "s.a", []byte(fmt.Sprintf("n%d", i)))
+				// Each try has its own bound: a publish sent while the restarted server
+				// is still recovering may get no answer at all.
+				pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := js.Publish(pctx, "s.a", []byte(fmt.Sprintf("n%d", i)), jetstream.WithMsgID(fmt.Sprintf("n%d", i)))
+				cancel()
 				if err == nil {
 					break
 				}
