@@ -469,6 +469,7 @@ func (a *account) updateStream(s *stream, in *StreamConfig, pedantic bool) *APIE
 	if cfg.AllowMsgTTL && s.ttl == nil {
 		s.ttl = newTTLWheel(s)
 	}
+	s.age.kick()
 	if err := s.subscribe(&cfg); err != nil {
 		return JSStreamUpdateErrF.withErr(err)
 	}

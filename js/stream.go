@@ -48,6 +48,8 @@ type stream struct {
 	ddPending map[string]int
 
 	ttl  *ttlWheel
+	age  *ager   // max_age when markers are on
+	mk   markers // markers queued on the worker
 	cons streamConsumers
 	ctr  counters
 	bt   *batching
@@ -72,6 +74,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 	s := &stream{a: a, name: cfg.Name, dir: filepath.Join(a.dir, "streams", cfg.Name), created: created,
 		dd: make(map[string]ddEntry), ddPending: make(map[string]int), bt: &batching{}}
 	s.settled = sync.NewCond(&s.imu)
+	s.age = &ager{s: s}
 	if create && cfg.Storage == FileStorage {
 		// A memory stream lives as long as the server: nats-server does not bring it back.
 		if err := mkdirDurable(j.cfg.FS, s.dir, filepath.Dir(j.cfg.Dir), &j.durableDirs); err != nil {
@@ -122,6 +125,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		a.usage(cfg.Storage, bytes)
 		if msgs > 0 && seq > 0 {
 			s.stored(seq, subj)
+			s.age.stored()
 		}
 	})
 	if d := j.cfg.Domain; d != "" {
@@ -137,6 +141,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		s.ttl = newTTLWheel(s)
 		s.ttl.recover()
 	}
+	s.age.kick()
 	return s, nil
 }
 
@@ -149,9 +154,14 @@ func (s *stream) start() error {
 	return nil
 }
 
+// limitsOf is what the store enforces of cfg. A stream with subject delete markers is aged
+// by js (marker.go), not by the store.
 func limitsOf(cfg *StreamConfig) filestore.Limits {
 	l := filestore.Limits{MaxMsgs: cfg.MaxMsgs, MaxBytes: cfg.MaxBytes, MaxAge: cfg.MaxAge,
 		MaxMsgsPerSubject: cfg.MaxMsgsPer, MaxMsgSize: cfg.MaxMsgSize, DiscardNewPerSubject: cfg.DiscardNewPer}
+	if agedByJS(cfg) {
+		l.MaxAge = 0
+	}
 	if cfg.Discard == DiscardNew {
 		l.Discard = filestore.DiscardNew
 	}
@@ -233,6 +243,7 @@ func (s *stream) stop(remove bool) error {
 	if s.ttl != nil {
 		s.ttl.stop()
 	}
+	s.age.stop()
 	s.dropBatches()
 	s.imu.Lock()
 	for s.inflight > 0 {
@@ -410,6 +421,9 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 			fail(JSMessageTTLInvalidErr)
 			return
 		}
+		if ttlOK && !cfg.AllowMsgCounter {
+			hdr, ttl = raiseTTL(cfg, hdr, ttl)
+		}
 	}
 	if cfg.AllowMsgCounter {
 		s.ingestCounter(cfg, subject, reply, msgID, hdr, incr, ttl)
@@ -420,7 +434,7 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 		return
 	}
 	if rollup != "" {
-		s.storeRollup(cfg, subject, reply, msgID, rollup, hdr, msg, ttl)
+		_ = s.storeRollup(cfg, subject, reply, msgID, rollup, hdr, msg, ttl)
 		return
 	}
 	if cfg.Retention == InterestPolicy && !s.interested(subject) {
@@ -585,7 +599,7 @@ func (s *stream) settledLastSeq() uint64 {
 
 // storeRollup stores a roll-up message and then removes what it replaces: the subject's
 // earlier messages ("sub") or the whole stream's ("all").
-func (s *stream) storeRollup(cfg *StreamConfig, subject, reply, msgID, rollup string, hdr, msg []byte, ttl int64) {
+func (s *stream) storeRollup(cfg *StreamConfig, subject, reply, msgID, rollup string, hdr, msg []byte, ttl int64) error {
 	s.settle()
 	prev := s.settledLastSeq()
 	seq, ts, err := s.store.StoreMsg(subject, hdr, msg)
@@ -593,7 +607,7 @@ func (s *stream) storeRollup(cfg *StreamConfig, subject, reply, msgID, rollup st
 		if reply != "" {
 			_ = s.ic.Publish(reply, "", nil, pubAckErr(s.name, storeError(err)))
 		}
-		return
+		return err
 	}
 	if rollup == rollupSubject {
 		_, err = s.store.PurgeEx(subject, seq, 0)
@@ -621,6 +635,7 @@ func (s *stream) storeRollup(cfg *StreamConfig, subject, reply, msgID, rollup st
 		s.republish(rp, subject, hdr, msg, seq, prev, ts)
 	}
 	_ = cfg
+	return nil
 }
 
 // duplicate returns the sequence of an earlier message with id inside the window, 0 if

@@ -2,6 +2,7 @@ package js
 
 import (
 	"container/heap"
+	"slices"
 	"sync"
 	"time"
 )
@@ -77,8 +78,19 @@ func (w *ttlWheel) fire() {
 	if stopped {
 		return
 	}
-	for _, seq := range due {
-		_, _ = w.s.store.RemoveMsg(seq)
+	if w.s.config().SubjectDeleteMarkerTTL > 0 {
+		// A subject's last message leaves a marker (marker.go); in sequence order, as
+		// nats-server takes them.
+		slices.Sort(due)
+		for _, seq := range due {
+			if sm, err := w.s.store.LoadMsg(seq); err == nil {
+				w.s.expire(seq, sm.Subject, sm.Header)
+			}
+		}
+	} else {
+		for _, seq := range due {
+			_, _ = w.s.store.RemoveMsg(seq)
+		}
 	}
 	w.mu.Lock()
 	if !w.stopped {

@@ -178,6 +178,18 @@ func (ic *InternalClient) Worker(subject, queue string, fn func(m *WorkMsg)) (*S
 	})
 }
 
+// Enqueue hands fn to the client's worker as if a subscription had delivered m: it runs
+// there after the messages already queued, one at a time with them. It is not refused by
+// the work limit (it is counted in it while it waits).
+func (ic *InternalClient) Enqueue(fn func(m *WorkMsg), m WorkMsg) {
+	q := &ic.work
+	if q.limited {
+		q.qMsgs.Add(1)
+		q.qBytes.Add(int64(len(m.Hdr) + len(m.Data)))
+	}
+	q.add(append(getWorkItems(), workItem{fn: fn, m: m}))
+}
+
 // SetWorkLimit bounds what waits for the client's worker (messages queued and not yet
 // handled): past msgs messages or bytes bytes of message data, a message is not copied but
 // handed to full, on the publisher's reactor with its bytes borrowed (a JetStream stream
