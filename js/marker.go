@@ -50,28 +50,6 @@ func markerHeader(ttl time.Duration) []byte {
 		hdrTTL + ": " + d.String() + "\r\n" + hdrRollup + ": " + rollupSubject + "\r\n\r\n")
 }
 
-// removeHeader drops the first key line from a header block.
-func removeHeader(hdr []byte, key string) []byte {
-	i := bytes.Index(hdr, []byte("\r\n"))
-	if i < 0 {
-		return hdr
-	}
-	for p := i + 2; p < len(hdr); {
-		j := bytes.Index(hdr[p:], []byte("\r\n"))
-		if j < 0 {
-			break
-		}
-		line := hdr[p : p+j]
-		if len(line) > len(key) && line[len(key)] == ':' && string(line[:len(key)]) == key {
-			out := make([]byte, 0, len(hdr)-j-2)
-			out = append(append(out, hdr[:p]...), hdr[p+j+2:]...)
-			return out
-		}
-		p += j + 2
-	}
-	return hdr
-}
-
 // raiseTTL applies nats-server's floor on per-message TTLs in a stream with markers: a TTL
 // below the marker TTL is raised to it (the header rewritten in whole seconds), unless the
 // stream keeps one message per subject, so that a marker is never outlived by nothing.
@@ -80,7 +58,7 @@ func raiseTTL(cfg *StreamConfig, hdr []byte, ttl int64) ([]byte, int64) {
 		return hdr, ttl
 	}
 	if min := int64(cfg.SubjectDeleteMarkerTTL.Seconds()); ttl < min {
-		return appendHeader(removeHeader(hdr, hdrTTL), hdrTTL, strconv.FormatInt(min, 10)), min
+		return appendHeader(removeHeader(hdr, func(k string) bool { return k == hdrTTL }), hdrTTL, strconv.FormatInt(min, 10)), min
 	}
 	return hdr, ttl
 }

@@ -18,7 +18,7 @@ import (
 
 // waitStream polls a stream's info until cond holds (mirrors and sources catch up in the
 // background on both servers).
-func waitStream(t *testing.T, js jetstream.JetStream, name string, d time.Duration, cond func(si *jetstream.StreamInfo) bool) *jetstream.StreamInfo {
+func waitMirror(t *testing.T, js jetstream.JetStream, name string, d time.Duration, cond func(si *jetstream.StreamInfo) bool) *jetstream.StreamInfo {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	var si *jetstream.StreamInfo
@@ -99,11 +99,11 @@ func TestJSMirrorCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		created := m.CachedInfo()
-		waitStream(t, js, "M", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 5 })
+		waitMirror(t, js, "M", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 5 })
 		for i := 6; i <= 8; i++ {
 			mustPublish(t, js, "o.x", fmt.Sprintf("m%d", i))
 		}
-		si := waitStream(t, js, "M", 10*time.Second, func(si *jetstream.StreamInfo) bool {
+		si := waitMirror(t, js, "M", 10*time.Second, func(si *jetstream.StreamInfo) bool {
 			return si.State.LastSeq == 8 && si.Mirror != nil && si.Mirror.Lag == 0
 		})
 		// A publish to the mirror's name is not taken: it has no subjects.
@@ -147,9 +147,9 @@ func TestJSMirrorFiltered(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustPublish(t, js, "o.a", "m7")
-		a := waitStream(t, js, "MF", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 7 })
-		b := waitStream(t, js, "MT", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 4 })
-		c := waitStream(t, js, "MS", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 7 })
+		a := waitMirror(t, js, "MF", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 7 })
+		b := waitMirror(t, js, "MT", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 4 })
+		c := waitMirror(t, js, "MS", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 7 })
 		return map[string]any{
 			"filtered": stateObs(a.State), "filtered_msgs": mirrorMsgs(t, mf, a.State.FirstSeq, 7), "fmirror": sourceView(a.Mirror),
 			"transformed": stateObs(b.State), "transformed_msgs": mirrorMsgs(t, mt, b.State.FirstSeq, 4), "tmirror": sourceView(b.Mirror),
@@ -173,7 +173,7 @@ func TestJSMirrorSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitStream(t, js, "S", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs == 3 })
+		waitMirror(t, js, "S", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs == 3 })
 		mustPublish(t, js, "own.1", "own")
 		// A second source is added by an update.
 		if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"own.>"}, Sources: []*jetstream.StreamSource{
@@ -184,10 +184,10 @@ func TestJSMirrorSources(t *testing.T) {
 		}
 		mustPublish(t, js, "b.1", "b1")
 		mustPublish(t, js, "b.2", "b2")
-		si := waitStream(t, js, "S", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs == 5 })
+		si := waitMirror(t, js, "S", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs == 5 })
 		mustPublish(t, js, "a.4", "a4")
 		mustPublish(t, js, "b.1", "b1'")
-		si = waitStream(t, js, "S", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs == 7 })
+		si = waitMirror(t, js, "S", 10*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs == 7 })
 		// Publishing with the source header is refused.
 		_, herr := js.PublishMsg(ctx, &nats.Msg{Subject: "own.2", Header: nats.Header{"Nats-Stream-Source": []string{"A 1 > > a.1"}}})
 		msgs := mirrorMsgs(t, s, 1, si.State.LastSeq)
@@ -303,10 +303,10 @@ func TestJSMirrorRestart(t *testing.T) {
 		for i := 201; i <= 300; i++ {
 			mustPublish(t, js, fmt.Sprintf("o.%d", i%5), fmt.Sprintf("m%d", i))
 		}
-		m := waitStream(t, js, "M", 30*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 300 })
-		s := waitStream(t, js, "S", 30*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs >= 300 })
+		m := waitMirror(t, js, "M", 30*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.LastSeq == 300 })
+		s := waitMirror(t, js, "S", 30*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs >= 300 })
 		time.Sleep(500 * time.Millisecond)
-		s = waitStream(t, js, "S", time.Second, func(si *jetstream.StreamInfo) bool { return true })
+		s = waitMirror(t, js, "S", time.Second, func(si *jetstream.StreamInfo) bool { return true })
 		// Every origin sequence exactly once in the source, in order; the mirror equal to
 		// the origin.
 		ss, _ := js.Stream(ctx, "S")
