@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -527,5 +528,54 @@ func TestJSConsumerOrderedAcrossRestart(t *testing.T) {
 			next()
 		}
 		return got
+	})
+}
+
+// A stream backup carries its consumers, and a restore brings them back where they were.
+func TestJSConsumerBackupRestore(t *testing.T) {
+	natsCLI(t)
+	jsCompare(t, func(t *testing.T, tg target) any {
+		nc, js := jsStart(t, tg, Config{})
+		ctx := jsCtx(t)
+		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+		publishN(t, js, "s.a", 10)
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "D", AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := fetchAll(t, c, 4, time.Second)
+		for _, m := range ms[:3] {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "backup")
+		u := nc.ConnectedUrl()
+		if out, ok := jsCLI(t, u, "stream", "backup", "S", dir); !ok {
+			t.Fatalf("backup: %s", out)
+		}
+		if err := js.DeleteStream(ctx, "S"); err != nil {
+			t.Fatal(err)
+		}
+		if out, ok := jsCLI(t, u, "stream", "restore", dir); !ok {
+			t.Fatalf("restore: %s", out)
+		}
+		s, err = js.Stream(ctx, "S")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err = s.Consumer(ctx, "D")
+		if err != nil {
+			t.Fatalf("consumer after restore: %v", err)
+		}
+		after := c.CachedInfo()
+		// What is left comes next: the rest of the stream (the pending one waits its ack wait).
+		next := seqs(fetchAll(t, c, 10, time.Second))
+		return map[string]any{"before": consumerView(before), "after": consumerView(after), "next": next}
 	})
 }
