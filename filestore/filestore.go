@@ -334,14 +334,16 @@ type FileStore struct {
 	done   chan struct{}
 
 	// SyncInterval 0: durable commits with work left for the finisher
-	fin   chan *commit
-	fdone chan struct{} // closed when the finisher has finished
+	fin        chan *commit
+	fmu        sync.Mutex // finRunning
+	finRunning bool
+	fwg        sync.WaitGroup
+	finIdx     []byte // index.db contents a finisher run left unwritten
 
-	// zero-filled files for new blocks, made ahead by spareMaker
-	spares    chan spare
-	spareReq  chan int64 // room of the block a spare is wanted for
-	spareStop chan struct{}
-	spareDone chan struct{}
+	// zero-filled files for new blocks, made ahead (askSpare)
+	spares  chan spare // one slot
+	spareN  int
+	spareWG sync.WaitGroup
 
 	failure atomic.Pointer[error] // set once by the first write or sync error
 
@@ -420,18 +422,12 @@ func Open(cfg Config) (*FileStore, error) {
 		s.closeFiles()
 		return nil, err
 	}
-	s.spares = make(chan spare)
-	s.spareReq = make(chan int64, 1)
-	s.spareStop = make(chan struct{})
-	s.spareDone = make(chan struct{})
-	go s.spareMaker()
+	s.spares = make(chan spare, 1)
 	if b := s.act; b == nil || b.size >= b.limit/4 {
 		s.askSpare(s.nextLimit(s.lastLimit))
 	}
 	if s.grouped() {
-		s.fin = make(chan *commit, 64)
-		s.fdone = make(chan struct{})
-		go s.finisher()
+		s.fin = make(chan *commit, 64) // its finisher starts with the first commit handed to it
 	}
 	go s.writer()
 	if cfg.Limits.MaxAge > 0 {

@@ -32,67 +32,59 @@ func (s *FileStore) nextLimit(prev int64) int64 {
 // instead of extending the file.
 func preallocFor(limit int64) int64 { return limit + limit/8 }
 
-// askSpare asks the spare maker for the file of the block after the active
-// one, unless it has been asked already. The writer asks once the active
-// block is a quarter full (and at open), so a store that never fills its
-// block never gets a spare.
+// askSpare has a spare made for the block after the active one, unless one has been asked
+// for already. The writer asks once the active block is a quarter full (and at open), so a
+// store that never fills its block never gets a spare.
+//
+// Each spare is made by a goroutine of its own that ends once the file is ready (it waits in
+// a one-slot channel for the writer's roll), so an idle store holds no goroutine for its
+// spares: with thousands of streams or KV buckets, a maker per store was a thousand parked
+// goroutines.
 func (s *FileStore) askSpare(limit int64) {
 	if s.spareAsked {
 		return
 	}
 	s.spareAsked = true
-	select {
-	case s.spareReq <- limit:
-	default: // a spare maker that failed stops reading requests; it answers every roll with its error
-	}
+	s.spareN++
+	s.spareWG.Add(1)
+	go s.makeSpare(s.spareN, limit)
 }
 
-// spareMaker makes, on request, a zero-filled, synced block file under a
-// temporary name, so the writer never zero-fills on its own path: rolling
-// to a new block is a rename. Recovery deletes a leftover spare (*.tmp).
-func (s *FileStore) spareMaker() {
-	defer close(s.spareDone)
-	for k := 1; ; k++ {
-		var limit int64
-		select {
-		case limit = <-s.spareReq:
-		case <-s.spareStop:
-			return
-		}
-		name := filepath.Join(s.dir, fmt.Sprintf("spare-%d.tmp", k))
-		sp := spare{name: name}
-		f, err := s.fs.OpenFile(name, true)
-		if err == nil {
-			// Only a block that is fsync'd gains from preallocation: with
-			// SyncInterval < 0 the file starts empty and grows by appends.
-			if s.cfg.SyncInterval >= 0 {
-				err = writeZeros(f, 0, preallocFor(limit))
-				if err == nil {
-					err = f.Sync()
-				}
-			}
-			if err != nil {
-				f.Close()
-				_ = s.fs.Remove(name)
+// makeSpare makes a zero-filled, synced block file under a temporary name, so the writer
+// never zero-fills on its own path: rolling to a new block is a rename. Recovery deletes a
+// leftover spare (*.tmp); Stop deletes one never taken.
+func (s *FileStore) makeSpare(k int, limit int64) {
+	defer s.spareWG.Done()
+	name := filepath.Join(s.dir, fmt.Sprintf("spare-%d.tmp", k))
+	sp := spare{name: name}
+	f, err := s.fs.OpenFile(name, true)
+	if err == nil {
+		// Only a block that is fsync'd gains from preallocation: with
+		// SyncInterval < 0 the file starts empty and grows by appends.
+		if s.cfg.SyncInterval >= 0 {
+			err = writeZeros(f, 0, preallocFor(limit))
+			if err == nil {
+				err = f.Sync()
 			}
 		}
-		sp.f, sp.err = f, err
 		if err != nil {
-			// Every later roll gets the error too (the store fails on it).
-			for {
-				select {
-				case s.spares <- sp:
-				case <-s.spareStop:
-					return
-				}
-			}
-		}
-		select {
-		case s.spares <- sp:
-		case <-s.spareStop:
 			f.Close()
 			_ = s.fs.Remove(name)
-			return
+			f = nil
 		}
+	}
+	sp.f, sp.err = f, err
+	s.spares <- sp // one slot, and one spare asked for at a time: never waits
+}
+
+// dropSpare deletes a spare made and never taken (at Stop, once no maker runs).
+func (s *FileStore) dropSpare() {
+	select {
+	case sp := <-s.spares:
+		if sp.f != nil {
+			sp.f.Close()
+			_ = s.fs.Remove(sp.name)
+		}
+	default:
 	}
 }

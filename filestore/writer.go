@@ -152,8 +152,11 @@ func (s *FileStore) shutdown() {
 		s.timer.Stop()
 	}
 	if s.grouped() {
-		close(s.fin)
-		<-s.fdone
+		s.fwg.Wait() // the finisher drains what it was handed, then ends
+		if s.finIdx != nil {
+			_ = s.writeIndexBytes(s.finIdx)
+			s.finIdx = nil
+		}
 	}
 	if s.failed() == nil {
 		if s.act != nil && s.act.f != nil && s.cfg.SyncInterval >= 0 {
@@ -173,8 +176,8 @@ func (s *FileStore) shutdown() {
 			s.writeIndex()
 		}
 	}
-	close(s.spareStop)
-	<-s.spareDone
+	s.spareWG.Wait()
+	s.dropSpare()
 	s.closeFiles()
 }
 
@@ -349,19 +352,49 @@ func (s *FileStore) commit() {
 		return
 	}
 	if s.grouped() {
-		s.fin <- c
+		s.toFinisher(c)
 	} else if s.finish(c) {
 		s.indexStale = true
 	}
 }
 
+// toFinisher hands c to the finisher, starting one if none runs. The finisher runs only
+// while it has work (an idle store holds no goroutine for it: with thousands of streams or
+// KV buckets, one parked per store added up); the channel's room bounds how far it may fall
+// behind the writer.
+func (s *FileStore) toFinisher(c *commit) {
+	s.fin <- c
+	s.fmu.Lock()
+	if !s.finRunning {
+		s.finRunning = true
+		s.fwg.Add(1)
+		go s.finisher()
+	}
+	s.fmu.Unlock()
+}
+
 // finisher does, in commit order, what must wait until a commit is durable
 // but no acknowledgement waits for: sealing full blocks, deleting emptied
-// ones, rewriting index.db.
+// ones, rewriting index.db. It ends when it finds nothing left to do.
 func (s *FileStore) finisher() {
-	defer close(s.fdone)
-	var idx []byte // newest index.db contents not yet written
-	for c := range s.fin {
+	defer s.fwg.Done()
+	idx := s.finIdx // newest index.db contents not yet written (left by an earlier run)
+	s.finIdx = nil
+	for {
+		var c *commit
+		select {
+		case c = <-s.fin:
+		default:
+			s.fmu.Lock()
+			if len(s.fin) == 0 {
+				s.finIdx = idx
+				s.finRunning = false
+				s.fmu.Unlock()
+				return
+			}
+			s.fmu.Unlock()
+			continue
+		}
 		if c.barrier != nil {
 			// A truncation is about to rewrite files and index.db itself.
 			idx = nil
@@ -375,9 +408,6 @@ func (s *FileStore) finisher() {
 		if idx != nil && len(s.fin) == 0 && s.writeIndexBytes(idx) == nil {
 			idx = nil
 		}
-	}
-	if idx != nil {
-		_ = s.writeIndexBytes(idx)
 	}
 }
 
@@ -1258,7 +1288,7 @@ func (s *FileStore) truncate(o *op) {
 		// Sealing and deletions queued for the finisher must not touch the
 		// files this rewrites.
 		b := make(chan struct{})
-		s.fin <- &commit{barrier: b}
+		s.toFinisher(&commit{barrier: b})
 		<-b
 	}
 	sync := s.cfg.SyncInterval >= 0
