@@ -170,8 +170,14 @@ func mkRounds(t *testing.T, bin string, strict bool) {
 		js, _ := jetstream.New(nc, jetstream.WithDefaultTimeout(5*time.Second))
 		if round == 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: mkOrigin, Subjects: []string{"o.>"},
+				Storage: jetstream.FileStorage}); err != nil {
+				t.Fatalf("create %s: %v", mkOrigin, err)
+			}
+			// Some of the origin before the mirror and the source exist: they start behind.
+			mkPublish(t, nc, rng, next, backlog/4)
+			next += backlog / 4
 			for _, cfg := range []jetstream.StreamConfig{
-				{Name: mkOrigin, Subjects: []string{"o.>"}, Storage: jetstream.FileStorage},
 				{Name: mkMirror, Mirror: &jetstream.StreamSource{Name: mkOrigin}, Storage: jetstream.FileStorage},
 				{Name: mkSource, Sources: []*jetstream.StreamSource{{Name: mkOrigin}}, Storage: jetstream.FileStorage},
 			} {
