@@ -6,7 +6,7 @@
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-js perf-js-consumers perf-conns perf-conns-tls soak
+.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-js perf-js-consumers perf-kv perf-conns perf-conns-tls soak
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -76,3 +76,9 @@ soak: build nats-server
 	./$(BIN)/attackrig --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server --check $(SOAK_ARGS)
 	./$(BIN)/attackrig --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server --check --tls \
 		--attacks slowsub,ping,badsub --targets nats-server,natsd-gnet,natsd-netpoll $(SOAK_ARGS)
+
+# KV scale (issue 18): one bucket of KEYS keys (async puts, RSS per key, random gets) and
+# BUCKETS buckets (create time, RSS, goroutines), natsd then nats-server.
+perf-kv: build nats-server
+	$(GO) build -o $(BIN)/kvscale ./perf/cmd/kvscale
+	./$(BIN)/kvscale --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server --keys $(or $(KEYS),1000000) --buckets $(or $(BUCKETS),1000)
