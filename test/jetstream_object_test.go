@@ -184,16 +184,18 @@ func TestJSObjectStoreBigLinksWatchSeal(t *testing.T) {
 		}
 		collect(func() bool { return initial > 0 })
 		// (The initial entries come in the stream's order of the last meta of each name.)
-		if _, err := obj.PutString(ctx, "w", "first"); err != nil {
-			t.Fatal(err)
+		// Each change is waited for before the next: a put rolls the name's previous meta
+		// up, so one the watcher had not been sent yet would be skipped (timing).
+		for i, op := range []func() error{
+			func() error { _, err := obj.PutString(ctx, "w", "first"); return err },
+			func() error { _, err := obj.PutString(ctx, "w", "second, longer"); return err },
+			func() error { return obj.Delete(ctx, "w") },
+		} {
+			if err := op(); err != nil {
+				t.Fatal(err)
+			}
+			collect(func() bool { return len(seen) >= initial+i+1 })
 		}
-		if _, err := obj.PutString(ctx, "w", "second, longer"); err != nil {
-			t.Fatal(err)
-		}
-		if err := obj.Delete(ctx, "w"); err != nil {
-			t.Fatal(err)
-		}
-		collect(func() bool { return len(seen) >= initial+3 })
 		obs["watch"] = seen
 		uw, err := obj.Watch(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
 		if err != nil {
