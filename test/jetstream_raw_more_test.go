@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -475,6 +476,9 @@ func TestJetStreamRawAdvisories(t *testing.T) {
 					}
 					groups[k] = append(groups[k], a)
 				}
+				// Identical advisories count once: nats-server tells a restored stream's
+				// creation from its restore goroutine, at times after the advisories went
+				// quiet here, so a second identical one may or may not be seen from it.
 				keyed := map[string]any{}
 				for _, k := range bases {
 					g := groups[k]
@@ -482,6 +486,11 @@ func TestJetStreamRawAdvisories(t *testing.T) {
 						bi, _ := json.Marshal(g[i])
 						bj, _ := json.Marshal(g[j])
 						return string(bi) < string(bj)
+					})
+					g = slices.CompactFunc(g, func(x, y map[string]any) bool {
+						bx, _ := json.Marshal(x)
+						by, _ := json.Marshal(y)
+						return string(bx) == string(by)
 					})
 					for n, a := range g {
 						if n == 0 {
