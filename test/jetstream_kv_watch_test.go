@@ -55,6 +55,7 @@ func TestJSKVWatchKeysHistory(t *testing.T) {
 		}
 		defer w.Stop()
 		var seen []string
+		initialDone := false
 		collect := func(until func() bool) {
 			deadline := time.After(3 * time.Second)
 			for !until() {
@@ -62,9 +63,16 @@ func TestJSKVWatchKeysHistory(t *testing.T) {
 				case e := <-w.Updates():
 					if e == nil {
 						seen = append(seen, "<initial done>")
+						initialDone = true
 						continue
 					}
-					seen = append(seen, fmt.Sprintf("%s=%s@%d %s d%d", e.Key(), e.Value(), e.Revision(), e.Operation(), e.Delta()))
+					// Deltas of live updates depend on what the server stored meanwhile (the
+					// purge published right after the put): only the initial ones are fixed.
+					if initialDone {
+						seen = append(seen, fmt.Sprintf("%s=%s@%d %s", e.Key(), e.Value(), e.Revision(), e.Operation()))
+					} else {
+						seen = append(seen, fmt.Sprintf("%s=%s@%d %s d%d", e.Key(), e.Value(), e.Revision(), e.Operation(), e.Delta()))
+					}
 				case <-deadline:
 					return
 				}
