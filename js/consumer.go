@@ -1482,26 +1482,61 @@ func (s *stream) fcPrefix(consumer string) string {
 // wants it has it outstanding. c (whose lock is held) has just acknowledged it.
 func (s *stream) retire(c *consumer, seq uint64) {
 	switch s.config().Retention {
-	case WorkQueuePolicy:
-		go s.removeRetired(seq)
-	case InterestPolicy:
-		go s.retireIfDone(c, seq)
-	}
-}
-
-func (s *stream) removeRetired(seq uint64) {
-	if s.closed.Load() {
+	case WorkQueuePolicy, InterestPolicy:
+	default:
 		return
 	}
-	_, _ = s.store.RemoveMsg(seq)
+	// Queued for one drainer per stream, running only while there is work: an ack must
+	// not cost a goroutine of its own, nor wait for the store (its caller holds c's lock).
+	q := &s.ret
+	q.mu.Lock()
+	q.seqs = append(q.seqs, seq)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go s.drainRetired()
+	}
 }
 
-// retireIfDone removes seq when every consumer interested in its subject has acknowledged
-// it (taken without c's lock: it runs on its own goroutine).
-func (s *stream) retireIfDone(c *consumer, seq uint64) {
+// retireQueue holds the sequences acknowledged on an interest or work-queue stream that
+// may now leave it.
+type retireQueue struct {
+	mu      sync.Mutex
+	seqs    []uint64
+	running bool
+}
+
+func (s *stream) drainRetired() {
+	q := &s.ret
+	for {
+		q.mu.Lock()
+		seqs := q.seqs
+		q.seqs = nil
+		if len(seqs) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		interest := s.config().Retention == InterestPolicy
+		for _, seq := range seqs {
+			if s.closed.Load() {
+				continue
+			}
+			if !interest || s.ackedByAll(seq) {
+				_, _ = s.store.RemoveMsg(seq)
+			}
+		}
+	}
+}
+
+// ackedByAll reports whether every consumer interested in seq's subject is done with it
+// (taken on the drainer, without any consumer's lock held).
+func (s *stream) ackedByAll(seq uint64) bool {
 	sm, err := s.store.LoadMsg(seq)
 	if err != nil {
-		return
+		return false
 	}
 	for _, o := range s.consumerList() {
 		if !o.matches(sm.Subject) {
@@ -1511,10 +1546,10 @@ func (s *stream) retireIfDone(c *consumer, seq uint64) {
 		done := o.ackedLocked(seq)
 		o.mu.Unlock()
 		if !done {
-			return
+			return false
 		}
 	}
-	s.removeRetired(seq)
+	return true
 }
 
 // ackedLocked reports whether the consumer is done with seq.

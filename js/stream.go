@@ -51,6 +51,7 @@ type stream struct {
 	age  *ager   // max_age when markers are on
 	mk   markers // markers queued on the worker
 	cons streamConsumers
+	ret  retireQueue // acknowledged messages an interest or work-queue stream may drop
 	ctr  counters
 	bt   *batching
 	src  atomic.Pointer[sourcing] // mirror or sources (source.go)
