@@ -5,12 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/natsd/natsd/cluster"
 	"github.com/natsd/natsd/server"
 )
 
@@ -59,6 +62,16 @@ Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
+
+Cluster Options:
+        --routes <rurl-1, rurl-2>    Routes to solicit and connect
+        --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_listen <url>       Cluster URL for solicited routes
+        --cluster_name <string>      Cluster Name, if not set one will be dynamically generated
+        --no_advertise <bool>        Do not advertise known cluster information to clients
+        --cluster_advertise <string> Cluster URL to advertise to other servers
+        --connect_retries <number>   For implicit routes, number of connect retries
+                                     (routes are not implemented yet: a cluster runs standalone)
 
 TLS Options:
         --tls                        Enable TLS, do not verify clients (default: false)
@@ -242,6 +255,10 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	str(&o.StoreDir, "sd", "store_dir")
 	str(&x.cluster, "cluster", "cluster_listen")
 	str(&x.routes, "routes")
+	str(&o.Cluster.Name, "cluster_name")
+	str(&o.Cluster.Advertise, "cluster_advertise")
+	boolean(&o.Cluster.NoAdvertise, "no_advertise")
+	num(&o.Cluster.ConnectRetries, "connect_retries")
 	num(&o.Reactors, "reactors")
 	fs.DurationVar(&o.LameDuckDuration, "lame_duck_duration", o.LameDuckDuration, "")
 	fs.DurationVar(&o.LameDuckGracePeriod, "lame_duck_grace_period", o.LameDuckGracePeriod, "")
@@ -258,12 +275,27 @@ func newFlagSet(o *server.Options, x *flagVals) *flag.FlagSet {
 }
 
 // applySpecialFlags does what nats-server does after parsing: -DV/-DVV/-VV set debug and
-// trace, and any --tls* flag builds the TLS config from the flags (--tls=false turns TLS off
-// even if the config file sets it up).
+// trace, any --tls* flag builds the TLS config from the flags (--tls=false turns TLS off
+// even if the config file sets it up), --cluster replaces the file's route listener and
+// credentials, and --routes its routes.
 func applySpecialFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) error {
-	var tlsOverride, tlsDisabled bool
+	var tlsOverride, tlsDisabled, clusterSet, routesSet bool
+	var flagErr error
 	fs.Visit(func(f *flag.Flag) {
+		if flagErr != nil {
+			return
+		}
 		switch f.Name {
+		case "cluster", "cluster_listen":
+			clusterSet = true
+			flagErr = overrideCluster(o, x.cluster)
+		case "routes":
+			routesSet = true
+			if x.routes == "" {
+				o.Cluster.Routes = nil
+				return
+			}
+			o.Cluster.Routes, flagErr = cluster.RoutesFromStr(x.routes)
 		case "DV", "DVV":
 			o.Debug, o.Trace = x.dv || x.dvv, x.dv || x.dvv
 		case "VV":
@@ -281,6 +313,13 @@ func applySpecialFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) error {
 			}
 		}
 	})
+	if flagErr != nil {
+		return flagErr
+	}
+	// Routes from the command line need a route listener, from --cluster or the file.
+	if routesSet && x.routes != "" && (!clusterSet || x.cluster == "") && o.Cluster.Host == "" && o.Cluster.Port == 0 {
+		return errors.New("solicited routes require cluster capabilities, e.g. --cluster")
+	}
 	if !tlsOverride {
 		return nil
 	}
@@ -367,10 +406,50 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	if o.HTTPSPort != 0 {
 		cmd.unsupported = append(cmd.unsupported, "HTTPS monitoring (-ms/--https_port, needs TLS)")
 	}
-	if x.cluster != "" || x.routes != "" {
-		cmd.unsupported = append(cmd.unsupported, "clustering (--cluster/--routes)")
-	}
 	return o, cmd, nil
+}
+
+// overrideCluster is --cluster / --cluster_listen (nats-server's overrideCluster): a URL
+// nats://[user:pass@]host:port whose host and port replace the file's listener (":-1" picks
+// a random port) and whose credentials replace the file's cluster authorization (none given:
+// none kept); an empty value turns clustering off.
+func overrideCluster(o *server.Options, listen string) error {
+	c := &o.Cluster
+	if listen == "" {
+		c.Port = 0
+		return nil
+	}
+	// url.Parse refuses a negative port: parse ":0" and put the -1 back.
+	random := strings.HasSuffix(listen, ":-1")
+	if random {
+		listen = listen[:len(listen)-3] + ":0"
+	}
+	u, err := url.Parse(listen)
+	if err != nil {
+		return err
+	}
+	h, p, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return err
+	}
+	if random {
+		p = "-1"
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return fmt.Errorf("invalid cluster port %q in %q", p, listen)
+	}
+	c.Host, c.Port = h, port
+	if u.User == nil {
+		c.Username, c.Password = "", ""
+		return nil
+	}
+	pass, ok := u.User.Password()
+	if !ok {
+		return errors.New("expected cluster password to be set")
+	}
+	c.Username, c.Password = u.User.Username(), pass
+	return nil
 }
 
 type discard struct{}

@@ -489,7 +489,7 @@ var unsupportedTopLevel = map[string]bool{
 	"default_sentinel": true, "ocsp": true, "ocsp_cache": true,
 	"resolver_tls": true, "resolver_preload": true, "resolver_pinned_accounts": true,
 	"default_js_domain": true, "mqtt": true,
-	"cluster": true, "gateway": true, "leafnodes": true, "leaf": true, "websocket": true, "ws": true,
+	"gateway": true, "leafnodes": true, "leaf": true, "websocket": true, "ws": true,
 }
 
 // Keys whose whole purpose is to authenticate clients: ignoring them would start the server
@@ -735,6 +735,8 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 					p.fail(e.tk, "unknown engine %q (gnet, netpoll)", s)
 				}
 			}
+		case "cluster":
+			p.cluster(o, e)
 		case "jetstream":
 			p.jetStream(o, e)
 		case "store_dir", "storedir":

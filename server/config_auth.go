@@ -4,6 +4,7 @@ package server
 // permissions and the auth timeout, with nats-server's key names and error texts.
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -19,52 +20,77 @@ const (
 	defaultAllowResponseExpires = 2 * time.Minute
 )
 
-func (p *cfgParser) authorization(o *Options, e entry) {
+// authBlock is what one authorization {} block says; the top-level block and the cluster's
+// apply different rules to it.
+type authBlock struct {
+	user, pass, token string
+	users             []*auth.User
+	nkeys             []*auth.NkeyUser
+	usersSet          bool
+	perms             *auth.Permissions // default_permissions, permissions
+	timeout           time.Duration
+	timeoutSet        bool
+	callout           *entry // auth_callout / auth_hook, when given
+}
+
+// authBlock parses an authorization {} block's keys with nats-server's texts; prefix is the
+// block's key path for the unsupported-keys report ("authorization.").
+func (p *cfgParser) authBlock(e entry, prefix string) (*authBlock, bool) {
 	am, ok := p.mapping(e)
 	if !ok {
-		return
+		return nil, false
 	}
-	var (
-		user, pass, token string
-		users             []*auth.User
-		nks               []*auth.NkeyUser
-		usersSet          bool
-		defPerms          *auth.Permissions
-	)
+	b := &authBlock{}
 	for _, f := range p.entries(am) {
 		switch strings.ToLower(f.key) {
 		case "user", "username":
-			user, _ = p.str(f)
+			b.user, _ = p.str(f)
 		case "pass", "password":
-			pass, _ = p.str(f)
+			b.pass, _ = p.str(f)
 		case "token":
-			token, _ = p.str(f)
+			b.token, _ = p.str(f)
 		case "timeout":
 			d, ok := p.seconds(f, "authorization", true)
 			if !ok {
 				continue
 			}
 			if d > 60*time.Second {
-				p.warn(f.tk, f.key, "timeout of "+d.String()+" is high, consider keeping it under 60 seconds. possibly caused by unquoted duration; use '1m' instead of 1m, for example")
+				p.warn(f.tk, f.key, fmt.Sprintf("timeout of %v (%f seconds) is high, consider keeping it under 60 seconds. possibly caused by unquoted duration; use '1m' instead of 1m, for example", f.v, d.Seconds()))
 			}
-			o.AuthTimeout = d
+			b.timeout, b.timeoutSet = d, true
 		case "users":
-			usersSet = true
-			nks, users = p.users(f)
+			b.usersSet = true
+			b.nkeys, b.users = p.users(f)
 		case "default_permission", "default_permissions", "permissions":
-			defPerms = p.permissions(f)
+			b.perms = p.permissions(f)
 		case "auth_callout", "auth_hook":
 			if f.tk == nil || !f.tk.IsUsedVariable() {
-				p.fail(f.tk, "%q (authorization callout) is not supported yet", f.key)
+				b.callout = &f
 			}
 		case "proxy_required":
 			if _, ok := p.boolean(f); ok {
-				p.unsupported(f.tk, "authorization."+f.key)
+				p.unsupported(f.tk, prefix+f.key)
 			}
 		default:
 			p.unknown(f.tk, f.key)
 		}
 	}
+	return b, true
+}
+
+func (p *cfgParser) authorization(o *Options, e entry) {
+	b, ok := p.authBlock(e, "authorization.")
+	if !ok {
+		return
+	}
+	if b.timeoutSet {
+		o.AuthTimeout = b.timeout
+	}
+	if c := b.callout; c != nil {
+		p.fail(c.tk, "%q (authorization callout) is not supported yet", c.key)
+	}
+	user, pass, token := b.user, b.pass, b.token
+	users, nks, usersSet, defPerms := b.users, b.nkeys, b.usersSet, b.perms
 	if (user != "" || pass != "") && token != "" {
 		p.fail(e.tk, "Cannot have a user/pass and token")
 		return

@@ -121,21 +121,63 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	return cert, err
 }
 
+// tlsBlock is what one tls {} block says. The keys are the same wherever the block sits;
+// what some of them mean depends on it (see tlsContext).
+type tlsBlock struct {
+	config         *tls.Config
+	timeout        time.Duration
+	verify         bool
+	mapUser        bool // verify_and_map
+	checkKnownURLs bool // verify_cert_and_check_known_urls (routes)
+	insecure       bool // insecure: skip verifying the servers we dial (routes)
+	first          bool // handshake_first
+	fallback       time.Duration
+	pinned         map[string]struct{}
+}
+
+// tlsContext is where a tls {} block sits. Clients (the top-level block) refuse
+// verify_cert_and_check_known_urls as nats-server does, and natsd does not dial out for them,
+// so insecure is reported as not supported. Routes take both; they ignore
+// connection_rate_limit and handshake_first, as nats-server's routes do.
+type tlsContext struct {
+	route  bool
+	prefix string // the block's key path, for the unsupported-keys report: "tls.", "cluster.tls."
+}
+
+// tls is the top-level (client) block.
 func (p *cfgParser) tls(o *Options, e entry) {
-	m, ok := p.mapping(e)
+	b, ok := p.tlsBlock(e, tlsContext{prefix: "tls."})
 	if !ok {
 		return
 	}
+	o.TLSConfig = b.config
+	o.TLSTimeout = b.timeout
+	o.TLSVerify = b.verify
+	o.TLSMap = b.mapUser
+	o.TLSHandshakeFirst = b.first
+	o.TLSHandshakeFirstFallback = b.fallback
+	o.TLSPinnedCerts = b.pinned
+}
+
+// tlsBlock parses a tls {} block with nats-server's keys and error texts; ok is false when it
+// had errors (already reported).
+func (p *cfgParser) tlsBlock(e entry, ctx tlsContext) (*tlsBlock, bool) {
+	m, ok := p.mapping(e)
+	if !ok {
+		return nil, false
+	}
 	tf := &TLSFiles{}
 	var (
-		timeout       time.Duration
-		mapUser       bool
-		first         bool
-		fallback      time.Duration
-		allowInsecure bool
-		insecure      []string
-		pinned        map[string]struct{}
-		bad           bool
+		timeout        time.Duration
+		mapUser        bool
+		checkKnownURLs bool
+		insecureSkip   bool
+		first          bool
+		fallback       time.Duration
+		allowInsecure  bool
+		insecure       []string
+		pinned         map[string]struct{}
+		bad            bool
 	)
 	fileField := func(f entry, dst *string) {
 		s, ok := f.v.(string)
@@ -169,13 +211,20 @@ func (p *cfgParser) tls(o *Options, e entry) {
 				tf.Verify, mapUser = true, true
 			}
 		case "verify_cert_and_check_known_urls":
-			if boolField(f) {
+			b := boolField(f)
+			if b && !ctx.route {
 				p.fail(f.tk, "verify_cert_and_check_known_urls not supported in this context")
 				bad = true
 			}
+			if b {
+				tf.Verify = true
+			}
+			checkKnownURLs = b
 		case "insecure":
-			boolField(f) // only meaningful when dialing out
-			p.unsupported(f.tk, "tls."+f.key)
+			insecureSkip = boolField(f) // only meaningful when dialing out
+			if !ctx.route {
+				p.unsupported(f.tk, ctx.prefix+f.key)
+			}
 		case "allow_insecure_cipher_suites":
 			allowInsecure = boolField(f)
 		case "cipher_suites":
@@ -310,7 +359,9 @@ func (p *cfgParser) tls(o *Options, e entry) {
 				bad = true
 				continue
 			}
-			p.unsupported(f.tk, "tls."+f.key)
+			if !ctx.route {
+				p.unsupported(f.tk, ctx.prefix+f.key)
+			}
 		case "pinned_certs":
 			arr, ok := f.v.([]any)
 			if !ok {
@@ -345,11 +396,11 @@ func (p *cfgParser) tls(o *Options, e entry) {
 		}
 	}
 	if bad {
-		return
+		return nil, false
 	}
 	if len(tf.Certs) > 0 && tf.CertFile != "" {
 		p.fail(e.tk, "error parsing tls config, cannot combine 'cert_file' option with 'certs' option")
-		return
+		return nil, false
 	}
 	if tf.Ciphers == nil {
 		tf.Ciphers = DefaultTLSCiphers()
@@ -359,20 +410,21 @@ func (p *cfgParser) tls(o *Options, e entry) {
 	}
 	if len(insecure) > 0 && !allowInsecure {
 		p.fail(e.tk, "insecure cipher suites configured without 'allow_insecure_cipher_suites' option set: %s", strings.Join(insecure, ", "))
-		return
+		return nil, false
 	}
 	tc, err := GenTLSConfig(tf)
 	if err != nil {
 		p.fail(e.tk, "%v", err)
-		return
+		return nil, false
 	}
-	o.TLSConfig = tc
-	o.TLSTimeout = timeout
-	o.TLSVerify = tf.Verify
-	o.TLSMap = mapUser
-	o.TLSHandshakeFirst = first
-	o.TLSHandshakeFirstFallback = fallback
-	o.TLSPinnedCerts = pinned
+	if ctx.route {
+		tc.InsecureSkipVerify = insecureSkip
+	}
+	return &tlsBlock{
+		config: tc, timeout: timeout, verify: tf.Verify, mapUser: mapUser,
+		checkKnownURLs: checkKnownURLs, insecure: insecureSkip,
+		first: first, fallback: fallback, pinned: pinned,
+	}, true
 }
 
 // pinnedCertRE is what a pinned_certs entry must look like: the hex SHA-256 of a certificate's

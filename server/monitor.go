@@ -395,6 +395,7 @@ func (s *Server) Varz() *Varz {
 	v.JetStream = s.jsVarz()
 	v.AuthRequired = authRequired(o)
 	v.TLSRequired, v.TLSVerify, _ = tlsInfo(o)
+	v.Cluster = s.clusterVarz(o)
 	return v
 }
 

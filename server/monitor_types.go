@@ -91,19 +91,21 @@ type Varz struct {
 	TrustedOperatorsClm  []map[string]any  `json:"trusted_operators_claim,omitempty"`
 }
 
-// ClusterOptsVarz is /varz "cluster" (empty until clustering exists).
+// ClusterOptsVarz is /varz "cluster": the cluster options (clusterVarz). nats-server shows
+// no compression, pinned accounts or permissions here.
 type ClusterOptsVarz struct {
-	Name          string        `json:"name,omitempty"`
-	Host          string        `json:"addr,omitempty"`
-	Port          int           `json:"cluster_port,omitempty"`
-	AuthTimeout   float64       `json:"auth_timeout,omitempty"`
-	URLs          []string      `json:"urls,omitempty"`
-	TLSTimeout    float64       `json:"tls_timeout,omitempty"`
-	TLSRequired   bool          `json:"tls_required,omitempty"`
-	TLSVerify     bool          `json:"tls_verify,omitempty"`
-	PoolSize      int           `json:"pool_size,omitempty"`
-	WriteDeadline time.Duration `json:"write_deadline,omitempty"`
-	WriteTimeout  string        `json:"write_timeout,omitempty"`
+	Name            string        `json:"name,omitempty"`
+	Host            string        `json:"addr,omitempty"`
+	Port            int           `json:"cluster_port,omitempty"`
+	AuthTimeout     float64       `json:"auth_timeout,omitempty"`
+	URLs            []string      `json:"urls,omitempty"`
+	TLSTimeout      float64       `json:"tls_timeout,omitempty"`
+	TLSRequired     bool          `json:"tls_required,omitempty"`
+	TLSVerify       bool          `json:"tls_verify,omitempty"`
+	PoolSize        int           `json:"pool_size,omitempty"`
+	WriteDeadline   time.Duration `json:"write_deadline,omitempty"`
+	WriteTimeout    string        `json:"write_timeout,omitempty"`
+	TLSCertNotAfter time.Time     `json:"tls_cert_not_after,omitzero"`
 }
 
 // GatewayOptsVarz is /varz "gateway".

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/natsd/natsd/auth"
+	"github.com/natsd/natsd/cluster"
 	"github.com/natsd/natsd/filestore"
 )
 
@@ -139,6 +140,11 @@ type Options struct {
 	TLSHandshakeFirst         bool
 	TLSHandshakeFirstFallback time.Duration
 	AllowNonTLS               bool
+
+	// Cluster is the cluster {} block and the cluster flags (--cluster, --routes, ...): the
+	// routes to other servers. Routes are not implemented yet: a server with a cluster
+	// configured runs alone, saying so at start-up (server/cluster.go).
+	Cluster cluster.Options
 
 	// JetStream (-js, the jetstream block). StoreDir is the directory nats-server would be
 	// given (-sd, store_dir): the server keeps its state in StoreDir/jetstream. "" picks

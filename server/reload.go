@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -73,6 +74,9 @@ var reloadable = map[string]bool{
 	"JetStreamMetaCompactSync": true, "JetStreamConcurrentIOs": true, "JetStreamStrict": true,
 	"JetStreamStrictSet": true, "JetStreamRequestQueueLimit": true,
 	"JetStreamInfoQueueLimit": true, "JetStreamCipher": true,
+	// The cluster block, except its listener (clusterReloadRule); the route code applies the
+	// rest through the server's cluster reload hook.
+	"Cluster": true,
 }
 
 // reloadNames are nats-server's names for fields natsd names differently, for the refusal.
@@ -99,6 +103,8 @@ func diffOptions(old, new *Options) ([]string, error) {
 			// A tls.Config holds loaded certificates (maybe renewed on disk): always re-apply
 			// it when TLS is configured, and when it is switched on or off.
 			same = a.IsNil() && b.IsNil()
+		case f.Name == "Cluster":
+			same = clusterSame(&old.Cluster, &new.Cluster)
 		case f.Type.Kind() == reflect.Func:
 			same = a.IsNil() == b.IsNil()
 		default:
@@ -146,6 +152,8 @@ func reloadRule(field string, old, new *Options) error {
 			return nil
 		}
 		return fmt.Errorf("config reload not supported for %s: old=%v, new=%v", field, old.NoAuthUser, new.NoAuthUser)
+	case "Cluster":
+		return clusterReloadRule(old, new)
 	case "SystemAccount":
 		running := old.SystemAccount
 		if running == "" && old.Account(DefaultSystemAccount) != nil {
@@ -342,6 +350,9 @@ func (s *Server) Reload() error {
 		if err := apply(s, cur, n); err != nil {
 			return err
 		}
+	}
+	if slices.Contains(changed, "Cluster") {
+		s.reloadCluster(&cur.Cluster, &n.Cluster)
 	}
 	s.loaded.Store(time.Now().UnixNano())
 	for _, name := range changed {

@@ -62,6 +62,8 @@ type Server struct {
 
 	rl reloadState // config reload (reload.go)
 
+	cl clusterState // cluster name and reload hook (cluster.go)
+
 	procMu sync.Mutex
 	proc   cpuSampler // process CPU and memory for /varz and STATSZ
 
@@ -99,22 +101,33 @@ func New(opts *Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Cluster.Enabled() {
+		if err := clusterAdvertiseError(&o.Cluster); err != nil {
+			return nil, err
+		}
+	}
 	l, err := newLogger(&o)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: o, id: pub, xkey: xpub, log: l, shutdown: make(chan struct{})}, nil
+	s := &Server{opts: o, id: pub, xkey: xpub, log: l, shutdown: make(chan struct{})}
+	s.initClusterName()
+	return s, nil
 }
 
 // prepareOptions fills defaults and validates; New and Reload both run it.
 func prepareOptions(o *Options) error {
 	tlsDefaults(o)
 	o.setDefaults()
+	o.Cluster.SetDefaults(clusterSysAccount(o))
 	if _, err := buildAuth(o); err != nil {
 		return err
 	}
 	if int64(o.MaxPayload) > o.MaxPending {
 		return fmt.Errorf("max_payload (%d) cannot be higher than max_pending (%d)", o.MaxPayload, o.MaxPending)
+	}
+	if err := validateCluster(o); err != nil {
+		return err
 	}
 	if o.ClientAdvertise != "" {
 		if _, _, err := advertised(o.ClientAdvertise, o.Port); err != nil {
@@ -249,6 +262,7 @@ func (s *Server) Start() error {
 	s.writePortsFile()
 	s.log.Noticef("Listening for client connections on %s", net.JoinHostPort(o.Host, strconv.Itoa(eng.Addr().Port)))
 	s.log.Noticef("Server is ready")
+	s.startRouting()
 	return nil
 }
 
