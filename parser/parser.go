@@ -249,27 +249,111 @@ func trim(b []byte) []byte {
 	return b
 }
 
-// Op names as typed by the spec; input is compared case-insensitively.
+// wop is an op as named on the wire. The mode decides which are accepted and which Kind each
+// one yields; the per-op argument parsers below work on wops.
+type wop uint8
+
 const (
-	wPub     = "pub"
-	wHPub    = "hpub"
-	wSub     = "sub"
-	wUnsub   = "unsub"
-	wPing    = "ping"
-	wPong    = "pong"
-	wConnect = "connect"
-	wInfo    = "info"
-	wMsg     = "msg"
-	wHMsg    = "hmsg"
-	wOK      = "+ok"
-	wErr     = "-err"
+	oNone wop = iota
+	oPub
+	oHPub
+	oSub
+	oUnsub
+	oPing
+	oPong
+	oConnect
+	oInfo
+	oMsg
+	oHMsg
+	oOK
+	oErr
+
+	// Prefixes, which the next byte decides; all ops are below them.
+	oP // PUB, PING, PONG
+	oH // HPUB, HMSG
 )
+
+// words are the op names as typed by the spec (lower case); input is compared
+// case-insensitively.
+var words = [...]string{
+	oPub:     "pub",
+	oHPub:    "hpub",
+	oSub:     "sub",
+	oUnsub:   "unsub",
+	oPing:    "ping",
+	oPong:    "pong",
+	oConnect: "connect",
+	oInfo:    "info",
+	oMsg:     "msg",
+	oHMsg:    "hmsg",
+	oOK:      "+ok",
+	oErr:     "-err",
+}
+
+// opStart maps an op's first byte to the op or prefix it starts, opNext a prefix and the next
+// byte to the op or longer prefix; letters match in either case.
+var opStart, opNext = opTables()
+
+func opTables() (start [256]wop, next [oH - oP + 1][256]wop) {
+	set := func(t *[256]wop, m map[byte]wop) {
+		for c, w := range m {
+			t[c] = w
+			if c >= 'a' && c <= 'z' {
+				t[c-'a'+'A'] = w
+			}
+		}
+	}
+	set(&start, map[byte]wop{'p': oP, 'h': oH, 's': oSub, 'u': oUnsub, 'c': oConnect,
+		'i': oInfo, 'm': oMsg, '+': oOK, '-': oErr})
+	set(&next[oP-oP], map[byte]wop{'u': oPub, 'i': oPing, 'o': oPong})
+	set(&next[oH-oP], map[byte]wop{'p': oHPub, 'm': oHMsg})
+	return start, next
+}
+
+// modeOps is, per mode, the set of ops and prefixes (bit 1<<wop) it accepts: a prefix is
+// rejected as soon as it arrives when the mode has no op it could start. oNone is never in
+// it, and a Mode outside the known ones accepts nothing.
+//
+// A client's HMSG drives nats-server into a degenerate zero-size message state that only a
+// bare "\r\n" survives; it is no op a client can use, so ServerMode rejects it. Clients may send
+// INFO (nats-server parses its JSON, closing on a syntax error, and ignores it) and -ERR
+// (nats-server closes the connection; the caller decides).
+var modeOps = [256]uint32{
+	ServerMode: 1<<oP | 1<<oH | 1<<oPub | 1<<oHPub | 1<<oSub | 1<<oUnsub | 1<<oPing | 1<<oPong |
+		1<<oConnect | 1<<oInfo | 1<<oOK | 1<<oErr,
+	ClientMode: 1<<oP | 1<<oH | 1<<oPing | 1<<oPong | 1<<oInfo | 1<<oMsg | 1<<oHMsg | 1<<oOK |
+		1<<oErr,
+}
+
+// maxControlLine is the limit on a control line's argument (and on the blanks and junk
+// around it) in this mode.
+func (p *Parser) maxControlLine() int {
+	switch mcl := p.MaxControlLine; {
+	case mcl == 0:
+		return DefaultMaxControlLine
+	case mcl < 0:
+		return int(^uint(0) >> 1)
+	default:
+		return mcl
+	}
+}
+
+// maxPayload is the limit on a message body in this mode; < 0 is none.
+func (p *Parser) maxPayload() int {
+	if p.MaxPayload == 0 {
+		return DefaultMaxPayload
+	}
+	return p.MaxPayload
+}
 
 // Next parses one op from the front of buf. It returns n > 0 bytes consumed and fills *op when
 // a whole op (including the body and its trailing CRLF) is present; n == 0 and err == nil when
 // buf holds only part of an op (the caller keeps those bytes and calls again with more).
 // *op is written only when n > 0. After an error the stream cannot be resynchronised;
 // the error says what to send before closing.
+//
+// Next only identifies the op and frames it (name, separators, control line, body); the
+// argument parsers below give each op its fields.
 func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	// need-1: the byte after the body is judged on its own (see below), so that a bad one is
 	// reported on the same bytes whatever the split.
@@ -280,67 +364,25 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 
 	// Identify the op from as few bytes as decide it, so that garbage is rejected as soon as it
 	// arrives, as nats-server's byte-at-a-time state machine does.
-	var kind Kind
-	var word string
-	server := p.Mode == ServerMode
-	switch lower(buf[0]) {
-	case 'p':
-		if len(buf) < 2 {
+	ops := modeOps[p.Mode]
+	w := opStart[buf[0]]
+	i := 1 // bytes that decided w
+	for ; w >= oP; i++ {
+		if ops&(1<<w) == 0 {
+			return 0, ErrUnknownOp
+		}
+		if i == len(buf) {
 			return 0, nil
 		}
-		switch lower(buf[1]) {
-		case 'u':
-			kind, word = KindPub, wPub
-		case 'i':
-			kind, word = KindPing, wPing
-		case 'o':
-			kind, word = KindPong, wPong
-		}
-	case 'h':
-		if len(buf) < 2 {
-			return 0, nil
-		}
-		switch lower(buf[1]) {
-		case 'p':
-			kind, word = KindHPub, wHPub
-		case 'm':
-			// A client's HMSG drives nats-server into a degenerate zero-size message state
-			// that only a bare "\r\n" survives; it is no op a client can use, so reject it.
-			kind, word = KindHMsg, wHMsg
-		}
-	case 's':
-		kind, word = KindSub, wSub
-	case 'u':
-		kind, word = KindUnsub, wUnsub
-	case 'c':
-		kind, word = KindConnect, wConnect
-	case 'i':
-		// Clients may send INFO: nats-server parses its JSON (closing on a syntax error) and
-		// ignores it.
-		kind, word = KindInfo, wInfo
-	case 'm':
-		kind, word = KindMsg, wMsg
-	case '+':
-		kind, word = KindOK, wOK
-	case '-':
-		// A client's -ERR makes nats-server close the connection; the caller decides.
-		kind, word = KindErr, wErr
+		w = opNext[w-oP][buf[i]]
 	}
-	if kind == KindNone {
+	if ops&(1<<w) == 0 {
 		return 0, ErrUnknownOp
 	}
-	switch kind {
-	case KindPub, KindHPub, KindSub, KindUnsub, KindConnect:
-		if !server {
-			return 0, ErrUnknownOp
-		}
-	case KindMsg, KindHMsg:
-		if server {
-			return 0, ErrUnknownOp
-		}
-	}
+	// Then the rest of its name.
+	word := words[w]
 	wl := len(word)
-	for i := 1; i < wl && i < len(buf); i++ {
+	for ; i < wl && i < len(buf); i++ {
 		if lower(buf[i]) != word[i] {
 			return 0, ErrUnknownOp
 		}
@@ -348,16 +390,10 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	if len(buf) < wl {
 		return 0, nil
 	}
+	mcl := p.maxControlLine()
 
-	mcl := p.MaxControlLine
-	if mcl == 0 {
-		mcl = DefaultMaxControlLine
-	} else if mcl < 0 {
-		mcl = int(^uint(0) >> 1)
-	}
-
-	switch kind {
-	case KindPing, KindPong, KindOK:
+	switch w {
+	case oPing, oPong, oOK:
 		// nats-server ignores anything between these names and the LF ("PING foo" is a PING).
 		// It never limits that junk; we must, since an endless line would sit in our buffer.
 		rest := buf[wl:]
@@ -375,14 +411,21 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 		if nl < 0 {
 			return 0, nil
 		}
-		*op = Op{Kind: kind}
+		k := KindPing
+		switch w {
+		case oPong:
+			k = KindPong
+		case oOK:
+			k = KindOK
+		}
+		*op = Op{Kind: k}
 		return wl + nl + 1, nil
 	}
 
 	// The argument starts at the first byte after the name and its separators; CONNECT and
 	// INFO need no separator ("CONNECT{}" is valid for nats-server), the others need one.
 	pos := wl
-	if kind != KindConnect && kind != KindInfo {
+	if w != oConnect && w != oInfo {
 		if len(buf) == wl {
 			return 0, nil
 		}
@@ -429,112 +472,53 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 		return 0, ErrMaxControlLine
 	}
 
-	var a [maxArgs][]byte
-	o := Op{Kind: kind}
+	var o Op
 	var size, hdr int
-	switch kind {
-	case KindConnect, KindInfo:
-		*op = Op{Kind: kind, Arg: trim(arg)}
+	switch w {
+	case oConnect:
+		*op = Op{Kind: KindConnect, Arg: trim(arg)}
 		return nl + 1, nil
-	case KindErr:
-		t := trim(arg)
-		for len(t) > 0 && t[0] == '\'' {
-			t = t[1:]
-		}
-		for len(t) > 0 && t[len(t)-1] == '\'' {
-			t = t[:len(t)-1]
-		}
-		*op = Op{Kind: kind, Arg: t}
+	case oInfo:
+		*op = Op{Kind: KindInfo, Arg: trim(arg)}
 		return nl + 1, nil
-	case KindSub:
-		switch split(arg, &a, sepCRLF) {
-		case 2:
-			o.Subject, o.Sid = a[0], a[1]
-		case 3:
-			o.Subject, o.Queue, o.Sid = a[0], a[1], a[2]
-		default:
-			return 0, ErrProtocol
-		}
-		*op = o
+	case oErr:
+		*op = Op{Kind: KindErr, Arg: errText(arg)}
 		return nl + 1, nil
-	case KindUnsub:
-		switch split(arg, &a, sepCRLF) {
-		case 1:
-			o.Sid = a[0]
-		case 2:
-			o.Sid, o.Max = a[0], max(parseSize(a[1]), 0)
-		default:
-			return 0, ErrProtocol
-		}
-		*op = o
-		return nl + 1, nil
-	case KindPub:
-		switch split(arg, &a, sepWS) {
-		case 2:
-			o.Subject, o.SizeWidth = a[0], padWidth(a[1])
-			size = parseSize(a[1])
-		case 3:
-			o.Subject, o.Reply, o.SizeWidth = a[0], a[1], padWidth(a[2])
-			size = parseSize(a[2])
-		default:
-			return 0, ErrProtocol
-		}
-	case KindHPub:
+	case oSub:
+		o.Kind = KindSub
+		err = parseSubArgs(arg, &o)
+	case oUnsub:
+		o.Kind = KindUnsub
+		err = parseUnsubArgs(arg, &o)
+	case oPub:
+		o.Kind = KindPub
+		size, err = parsePubArgs(arg, &o)
+	case oHPub:
 		if p.NoHeaders {
 			return 0, ErrProtocol
 		}
-		switch split(arg, &a, sepWS) {
-		case 3:
-			o.Subject, o.HdrWidth, o.SizeWidth = a[0], padWidth(a[1]), padWidth(a[2])
-			hdr, size = parseSize(a[1]), parseSize(a[2])
-		case 4:
-			o.Subject, o.Reply, o.HdrWidth, o.SizeWidth = a[0], a[1], padWidth(a[2]), padWidth(a[3])
-			hdr, size = parseSize(a[2]), parseSize(a[3])
-		default:
-			return 0, ErrProtocol
-		}
-		if hdr < 0 {
-			return 0, ErrProtocol
-		}
-	case KindMsg:
-		switch split(arg, &a, sepCRLF) {
-		case 3:
-			o.Subject, o.Sid, o.SizeWidth = a[0], a[1], padWidth(a[2])
-			size = parseSize(a[2])
-		case 4:
-			o.Subject, o.Sid, o.Reply, o.SizeWidth = a[0], a[1], a[2], padWidth(a[3])
-			size = parseSize(a[3])
-		default:
-			return 0, ErrProtocol
-		}
-	case KindHMsg:
-		switch split(arg, &a, sepCRLF) {
-		case 4:
-			o.Subject, o.Sid, o.HdrWidth, o.SizeWidth = a[0], a[1], padWidth(a[2]), padWidth(a[3])
-			hdr, size = parseSize(a[2]), parseSize(a[3])
-		case 5:
-			o.Subject, o.Sid, o.Reply, o.HdrWidth, o.SizeWidth = a[0], a[1], a[2], padWidth(a[3]), padWidth(a[4])
-			hdr, size = parseSize(a[3]), parseSize(a[4])
-		default:
-			return 0, ErrProtocol
-		}
-		if hdr < 0 {
-			return 0, ErrProtocol
-		}
+		o.Kind = KindHPub
+		size, hdr, err = parseHPubArgs(arg, &o)
+	case oMsg:
+		o.Kind = KindMsg
+		size, err = parseMsgArgs(arg, &o)
+	case oHMsg:
+		o.Kind = KindHMsg
+		size, hdr, err = parseHMsgArgs(arg, &o)
 	}
-	if size < 0 || hdr > size {
-		return 0, ErrProtocol
+	if err != nil {
+		return 0, err
 	}
-	mp := p.MaxPayload
-	if mp == 0 {
-		mp = DefaultMaxPayload
-	}
-	if mp > 0 && size > mp {
-		return 0, ErrMaxPayload
+	if w == oSub || w == oUnsub {
+		*op = o
+		return nl + 1, nil
 	}
 
 	// Body: exactly size bytes then CRLF; a bare LF is not accepted here. The byte after the
 	// body is judged as soon as it is present, as nats-server does.
+	if mp := p.maxPayload(); mp > 0 && size > mp {
+		return 0, ErrMaxPayload
+	}
 	bs := nl + 1
 	be := bs + size
 	if len(buf) > be && buf[be] != '\r' {
@@ -553,4 +537,129 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 	o.Msg = buf[bs:be:be]
 	*op = o
 	return be + 2, nil
+}
+
+// errText is a -ERR argument without blanks and quotes around it.
+func errText(arg []byte) []byte {
+	t := trim(arg)
+	for len(t) > 0 && t[0] == '\'' {
+		t = t[1:]
+	}
+	for len(t) > 0 && t[len(t)-1] == '\'' {
+		t = t[:len(t)-1]
+	}
+	return t
+}
+
+// The argument parsers: each fills *o from one op's argument (the control line without the
+// op name, blanks before it and CRLF after it) and returns the sizes of the body to follow.
+// A malformed argument is ErrProtocol (nats-server closes without -ERR); a size that does not
+// parse is returned as -1 and rejected with the same error.
+
+// parseSubArgs: SUB <subject> [<queue>] <sid>.
+func parseSubArgs(arg []byte, o *Op) error {
+	var a [maxArgs][]byte
+	switch split(arg, &a, sepCRLF) {
+	case 2:
+		o.Subject, o.Sid = a[0], a[1]
+	case 3:
+		o.Subject, o.Queue, o.Sid = a[0], a[1], a[2]
+	default:
+		return ErrProtocol
+	}
+	return nil
+}
+
+// parseUnsubArgs: UNSUB <sid> [<max>]; a max that does not parse counts as 0, as for
+// nats-server (which then unsubscribes at once).
+func parseUnsubArgs(arg []byte, o *Op) error {
+	var a [maxArgs][]byte
+	switch split(arg, &a, sepCRLF) {
+	case 1:
+		o.Sid = a[0]
+	case 2:
+		o.Sid, o.Max = a[0], max(parseSize(a[1]), 0)
+	default:
+		return ErrProtocol
+	}
+	return nil
+}
+
+// parsePubArgs: PUB <subject> [<reply>] <size>; split on blanks only (nats-server's processPub).
+func parsePubArgs(arg []byte, o *Op) (size int, err error) {
+	var a [maxArgs][]byte
+	switch split(arg, &a, sepWS) {
+	case 2:
+		o.Subject, o.SizeWidth = a[0], padWidth(a[1])
+		size = parseSize(a[1])
+	case 3:
+		o.Subject, o.Reply, o.SizeWidth = a[0], a[1], padWidth(a[2])
+		size = parseSize(a[2])
+	default:
+		return 0, ErrProtocol
+	}
+	if size < 0 {
+		return 0, ErrProtocol
+	}
+	return size, nil
+}
+
+// parseHPubArgs: HPUB <subject> [<reply>] <hdrsize> <size>; split on blanks only.
+func parseHPubArgs(arg []byte, o *Op) (size, hdr int, err error) {
+	var a [maxArgs][]byte
+	switch split(arg, &a, sepWS) {
+	case 3:
+		o.Subject, o.HdrWidth, o.SizeWidth = a[0], padWidth(a[1]), padWidth(a[2])
+		hdr, size = parseSize(a[1]), parseSize(a[2])
+	case 4:
+		o.Subject, o.Reply, o.HdrWidth, o.SizeWidth = a[0], a[1], padWidth(a[2]), padWidth(a[3])
+		hdr, size = parseSize(a[2]), parseSize(a[3])
+	default:
+		return 0, 0, ErrProtocol
+	}
+	return checkSizes(size, hdr)
+}
+
+// parseMsgArgs: MSG <subject> <sid> [<reply>] <size>.
+func parseMsgArgs(arg []byte, o *Op) (size int, err error) {
+	var a [maxArgs][]byte
+	switch split(arg, &a, sepCRLF) {
+	case 3:
+		o.Subject, o.Sid, o.SizeWidth = a[0], a[1], padWidth(a[2])
+		size = parseSize(a[2])
+	case 4:
+		o.Subject, o.Sid, o.Reply, o.SizeWidth = a[0], a[1], a[2], padWidth(a[3])
+		size = parseSize(a[3])
+	default:
+		return 0, ErrProtocol
+	}
+	if size < 0 {
+		return 0, ErrProtocol
+	}
+	return size, nil
+}
+
+// parseHMsgArgs: HMSG <subject> <sid> [<reply>] <hdrsize> <size>.
+func parseHMsgArgs(arg []byte, o *Op) (size, hdr int, err error) {
+	var a [maxArgs][]byte
+	switch split(arg, &a, sepCRLF) {
+	case 4:
+		o.Subject, o.Sid, o.HdrWidth, o.SizeWidth = a[0], a[1], padWidth(a[2]), padWidth(a[3])
+		hdr, size = parseSize(a[2]), parseSize(a[3])
+	case 5:
+		o.Subject, o.Sid, o.Reply, o.HdrWidth, o.SizeWidth = a[0], a[1], a[2], padWidth(a[3]), padWidth(a[4])
+		hdr, size = parseSize(a[3]), parseSize(a[4])
+	default:
+		return 0, 0, ErrProtocol
+	}
+	return checkSizes(size, hdr)
+}
+
+// checkSizes rejects a header size or a total size that does not parse, and a header larger
+// than the whole.
+func checkSizes(size, hdr int) (int, int, error) {
+	if hdr < 0 || size < 0 || hdr > size {
+		return 0, 0, ErrProtocol
+	}
+	return size, hdr, nil
 }
