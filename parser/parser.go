@@ -7,6 +7,13 @@
 // no copy, whatever the TCP split.
 //
 // Framing, errors and limits follow nats-server v2.15.2 (the wire tests in test/ pin them).
+//
+// Four modes cover the four kinds of byte stream a server reads or a client reads:
+// ServerMode (from a client), ClientMode (from a server), RouteMode (from a route peer; both
+// ends of a route parse this) and LeafMode (from a leaf node connection; both ends too).
+// The Kind of an op says what nats-server does with it on that kind of connection, which is
+// not always what its name says: from a route, UNSUB is an RS- and PUB a routed message with
+// no account; from a leaf, SUB and RS+ are an LS+ and PUB and RMSG a leaf message.
 package parser
 
 import (
@@ -32,10 +39,44 @@ const (
 	KindHMsg // HMSG subj sid [reply] hdrsize totalsize
 	KindOK   // +OK
 	KindErr  // -ERR 'text'
+
+	// Route and leaf node ops, parsed in RouteMode and LeafMode (see each mode for the wire
+	// forms that yield them). A message kind carries headers when HdrLen > 0: an HMSG whose
+	// header size is 0 is a message without headers for nats-server too (it delivers by
+	// hdr > 0), so RMSG and HMSG share a kind.
+
+	// KindRSub is interest from a route: Account (nil on a pinned route), Subject, and for a
+	// queue subscription Queue and Weight. From "RS+".
+	KindRSub
+	// KindRUnsub is interest withdrawn by a route: Account, Subject, Queue. From "RS-" or
+	// "UNSUB" (nats-server reads a route's UNSUB as an RS-).
+	KindRUnsub
+	// KindRMsg is a message from a route: Account, Subject, Reply, Queues (the queue groups
+	// this server is to pick a member of), Origin (the leaf cluster it came from, for LMSG),
+	// HdrLen and Msg. From "RMSG", "HMSG" (HdrLen), "LMSG" (Origin; header sizes always
+	// there) or "PUB"/"HPUB" (no Account: nats-server then looks up the account "", which does
+	// not exist, except on a pinned route, where the route's account is used).
+	KindRMsg
+	// KindLSub is leaf interest: from a leaf connection ("LS+", or "RS+" or "SUB", which
+	// nats-server reads as LS+) Subject and for a queue Queue and Weight; over a route ("LS+",
+	// interest a peer holds for a leaf node) also Origin (its leaf's cluster, or "_" for none
+	// when the route negotiated "ln") and Account.
+	KindLSub
+	// KindLUnsub is leaf interest withdrawn: Subject, Queue; over a route also Origin (unless
+	// Parser.LeafUnsubNoOrigin) and Account. From "LS-", or from a leaf "RS-" or "UNSUB".
+	KindLUnsub
+	// KindLMsg is a message from a leaf connection: Subject, Reply, Queues, HdrLen, Msg.
+	// From "LMSG", "RMSG", "HMSG" (HdrLen), "PUB" or "HPUB" (HdrLen).
+	KindLMsg
+	// KindIgnored is an op nats-server reads (limits and framing apply) and then ignores on
+	// this connection: SUB from a route, A+/A- from a route or leaf node, and an LS- from a
+	// leaf node whose argument has neither 1 nor 2 fields (nats-server looks it up as a key and
+	// finds nothing). Arg holds the argument.
+	KindIgnored
 )
 
 var kindNames = [...]string{"NONE", "CONNECT", "PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG",
-	"INFO", "MSG", "HMSG", "+OK", "-ERR"}
+	"INFO", "MSG", "HMSG", "+OK", "-ERR", "RS+", "RS-", "RMSG", "LS+", "LS-", "LMSG", "IGNORED"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -52,14 +93,25 @@ type Op struct {
 	// digits): nats-server writes them back as they came in the MSG/HMSG it delivers. The
 	// digits follow from the sizes (AppendSize); 0 means none to keep.
 	SizeWidth, HdrWidth uint8
-	Subject             []byte
-	Reply               []byte
-	Queue               []byte
-	Sid                 []byte
-	Arg                 []byte // CONNECT/INFO JSON (trimmed), -ERR text (without the quotes)
-	Max                 int    // UNSUB max; 0 if absent (or unparsable: nats-server then unsubscribes at once, as for 0)
-	HdrLen              int    // header bytes at the start of Msg for HPUB/HMSG; 0 otherwise
-	Msg                 []byte // the whole message body (headers + payload), without the trailing \r\n
+	// Weight is a remote queue subscription's weight (RS+/LS+ with a queue): how many members
+	// the group has there. A weight that does not parse or is below 1 counts as 1, as for
+	// nats-server; 0 without a queue.
+	Weight  int32
+	Subject []byte
+	Reply   []byte
+	Queue   []byte
+	Sid     []byte
+	Arg     []byte // CONNECT/INFO JSON (trimmed), -ERR text (without the quotes); KindIgnored's argument
+	Max     int    // UNSUB max; 0 if absent (or unparsable: nats-server then unsubscribes at once, as for 0)
+	HdrLen  int    // header bytes at the start of Msg for HPUB/HMSG (and routed/leaf messages); 0 otherwise
+	Msg     []byte // the whole message body (headers + payload), without the trailing \r\n
+	// Account is the account of a route op (nil on a pinned route, Parser.NoAccount).
+	Account []byte
+	// Origin is the leaf node cluster a route's LS+/LS-/LMSG names ("_": none).
+	Origin []byte
+	// Queues is a routed or leaf message's run of queue group names, exactly as received
+	// (separated by blanks, so it may hold tabs); nil when none. NextQueue walks it.
+	Queues []byte
 	// As is the subject a delivery shows when it is not the one routed on: a JetStream
 	// consumer routes on its deliver subject (or a pull request's inbox) and shows the
 	// stored message's subject. Only server code sets it; the parser never does.
@@ -118,11 +170,26 @@ type Mode uint8
 const (
 	ServerMode Mode = iota // parse what clients send
 	ClientMode             // parse what servers send
+	// RouteMode parses what a route peer sends (both ends of a route parse it): RS+, RS-,
+	// RMSG, HMSG, LS+, LS-, LMSG, A+/A- (ignored), SUB (ignored), UNSUB (an RS-), PUB/HPUB
+	// (a routed message without account), CONNECT, INFO, PING, PONG, +OK, -ERR; MSG is an
+	// unknown op. No payload limit applies (nats-server has none on routes) and the control
+	// line may be 16 times MaxControlLine.
+	RouteMode
+	// LeafMode parses what a leaf node connection sends (both ends parse it): LS+ (also as
+	// RS+ or SUB), LS- (also RS-, UNSUB), LMSG (also RMSG, PUB), HMSG (also HPUB), A+/A-
+	// (ignored), CONNECT, INFO, PING, PONG, +OK, -ERR; MSG is an unknown op. MaxPayload
+	// applies as for a client; the control line may be 16 times MaxControlLine.
+	LeafMode
 )
 
 const (
 	DefaultMaxControlLine = 4096
 	DefaultMaxPayload     = 1 << 20
+
+	// peerControlLine is how many times MaxControlLine a route or leaf node's control line
+	// may be: nats-server allows that much for the origin, account, reply and queue groups.
+	peerControlLine = 16
 )
 
 // Error is a protocol violation. The connection layer sends "-ERR '<Text>'\r\n" when Text is
@@ -156,13 +223,25 @@ var (
 // Parser holds the limits and the little state that survives between calls. The zero value
 // parses client traffic with nats-server's default limits.
 type Parser struct {
-	Mode           Mode
-	MaxControlLine int // 0 = 4096; < 0 = no limit
-	MaxPayload     int // 0 = 1 MiB; < 0 = no limit; checked after the control line, before the body arrives
+	Mode Mode
+	// MaxControlLine is the server's max_control_line: 0 = 4096; < 0 = no limit. A route or
+	// leaf node's control line may be 16 times as long.
+	MaxControlLine int
+	// MaxPayload: 0 = 1 MiB; < 0 = no limit; checked after the control line, before the body
+	// arrives. RouteMode ignores it: nats-server sets no payload limit on routes.
+	MaxPayload int
 	// NoHeaders is set while the client has not negotiated headers:true in CONNECT. nats-server
 	// then closes silently on HPUB before judging its arguments, so even an HPUB over
 	// max_payload gets no -ERR; only this parser sees the op before that verdict.
 	NoHeaders bool
+	// NoAccount is set, in RouteMode, on a route dedicated to one account (nats-server's
+	// pinned accounts, cluster.accounts: the route's INFO carries route_account): its RS+,
+	// RS-, LS+, LS-, RMSG, HMSG and LMSG then carry no account, and Op.Account is nil.
+	NoAccount bool
+	// LeafUnsubNoOrigin is set, in RouteMode, when the route's peer announced neither "lnocu"
+	// nor "ln" (servers before 2.10): its LS- then carries no origin cluster. Its LS+ and LMSG
+	// always do.
+	LeafUnsubNoOrigin bool
 
 	// need is the total size of the op whose control line was complete but whose body was not;
 	// until that many bytes are buffered a call cannot succeed, so it returns at once instead of
@@ -187,8 +266,9 @@ const (
 
 var sepTab = [256]uint8{' ': sepWS | sepCRLF, '\t': sepWS | sepCRLF, '\r': sepCRLF, '\n': sepCRLF}
 
-// maxArgs is one more than the most fields any op has (HMSG with reply: 5), so that a surplus
-// field is detected without scanning further.
+// maxArgs is one more than the most fields any op split with it has (HMSG with reply, a
+// route's LS+ with a queue: 5), so that a surplus field is detected without scanning further.
+// Routed and leaf messages name any number of queue groups and are scanned with fields.
 const maxArgs = 6
 
 func split(arg []byte, dst *[maxArgs][]byte, mask uint8) int {
@@ -267,10 +347,24 @@ const (
 	oHMsg
 	oOK
 	oErr
+	oRSub
+	oRUnsub
+	oRMsg
+	oLSub
+	oLUnsub
+	oLMsg
+	oASub
+	oAUnsub
+	oAU // "Au": nats-server takes a lower-case u after A for a minus
 
 	// Prefixes, which the next byte decides; all ops are below them.
-	oP // PUB, PING, PONG
-	oH // HPUB, HMSG
+	oP  // PUB, PING, PONG
+	oH  // HPUB, HMSG
+	oR  // RS+, RS-, RMSG
+	oL  // LS+, LS-, LMSG
+	oA  // A+, A-
+	oRS // RS+, RS-
+	oLS // LS+, LS-
 )
 
 // words are the op names as typed by the spec (lower case); input is compared
@@ -288,13 +382,22 @@ var words = [...]string{
 	oHMsg:    "hmsg",
 	oOK:      "+ok",
 	oErr:     "-err",
+	oRSub:    "rs+",
+	oRUnsub:  "rs-",
+	oRMsg:    "rmsg",
+	oLSub:    "ls+",
+	oLUnsub:  "ls-",
+	oLMsg:    "lmsg",
+	oASub:    "a+",
+	oAUnsub:  "a-",
+	oAU:      "au",
 }
 
 // opStart maps an op's first byte to the op or prefix it starts, opNext a prefix and the next
 // byte to the op or longer prefix; letters match in either case.
 var opStart, opNext = opTables()
 
-func opTables() (start [256]wop, next [oH - oP + 1][256]wop) {
+func opTables() (start [256]wop, next [oLS - oP + 1][256]wop) {
 	set := func(t *[256]wop, m map[byte]wop) {
 		for c, w := range m {
 			t[c] = w
@@ -304,9 +407,14 @@ func opTables() (start [256]wop, next [oH - oP + 1][256]wop) {
 		}
 	}
 	set(&start, map[byte]wop{'p': oP, 'h': oH, 's': oSub, 'u': oUnsub, 'c': oConnect,
-		'i': oInfo, 'm': oMsg, '+': oOK, '-': oErr})
+		'i': oInfo, 'm': oMsg, '+': oOK, '-': oErr, 'r': oR, 'l': oL, 'a': oA})
 	set(&next[oP-oP], map[byte]wop{'u': oPub, 'i': oPing, 'o': oPong})
 	set(&next[oH-oP], map[byte]wop{'p': oHPub, 'm': oHMsg})
+	set(&next[oR-oP], map[byte]wop{'s': oRS, 'm': oRMsg})
+	set(&next[oL-oP], map[byte]wop{'s': oLS, 'm': oLMsg})
+	set(&next[oRS-oP], map[byte]wop{'+': oRSub, '-': oRUnsub})
+	set(&next[oLS-oP], map[byte]wop{'+': oLSub, '-': oLUnsub})
+	next[oA-oP]['+'], next[oA-oP]['-'], next[oA-oP]['u'] = oASub, oAUnsub, oAU
 	return start, next
 }
 
@@ -318,29 +426,54 @@ func opTables() (start [256]wop, next [oH - oP + 1][256]wop) {
 // bare "\r\n" survives; it is no op a client can use, so ServerMode rejects it. Clients may send
 // INFO (nats-server parses its JSON, closing on a syntax error, and ignores it) and -ERR
 // (nats-server closes the connection; the caller decides).
+//
+// From a route or a leaf node (nats-server's ROUTER and LEAF connections) every op a client
+// may send is read, plus the R, L and A ops, and HMSG; MSG is not (nats-server's parser has
+// no M state at the start of an op). What each one means there is in RouteMode and LeafMode.
 var modeOps = [256]uint32{
 	ServerMode: 1<<oP | 1<<oH | 1<<oPub | 1<<oHPub | 1<<oSub | 1<<oUnsub | 1<<oPing | 1<<oPong |
 		1<<oConnect | 1<<oInfo | 1<<oOK | 1<<oErr,
 	ClientMode: 1<<oP | 1<<oH | 1<<oPing | 1<<oPong | 1<<oInfo | 1<<oMsg | 1<<oHMsg | 1<<oOK |
 		1<<oErr,
+	RouteMode: peerOps,
+	LeafMode:  peerOps,
 }
+
+const peerOps = 1<<oP | 1<<oH | 1<<oR | 1<<oL | 1<<oA | 1<<oRS | 1<<oLS |
+	1<<oPub | 1<<oHPub | 1<<oHMsg | 1<<oSub | 1<<oUnsub | 1<<oPing | 1<<oPong | 1<<oConnect |
+	1<<oInfo | 1<<oOK | 1<<oErr | 1<<oRSub | 1<<oRUnsub | 1<<oRMsg | 1<<oLSub | 1<<oLUnsub |
+	1<<oLMsg | 1<<oASub | 1<<oAUnsub | 1<<oAU
+
+// msgOps are the ops with a body.
+const msgOps = 1<<oPub | 1<<oHPub | 1<<oMsg | 1<<oHMsg | 1<<oRMsg | 1<<oLMsg
 
 // maxControlLine is the limit on a control line's argument (and on the blanks and junk
 // around it) in this mode.
 func (p *Parser) maxControlLine() int {
-	switch mcl := p.MaxControlLine; {
+	mcl := p.MaxControlLine
+	switch {
 	case mcl == 0:
-		return DefaultMaxControlLine
+		mcl = DefaultMaxControlLine
 	case mcl < 0:
-		return int(^uint(0) >> 1)
-	default:
-		return mcl
+		return maxInt
 	}
+	if p.Mode == RouteMode || p.Mode == LeafMode {
+		if mcl > maxInt/peerControlLine {
+			return maxInt
+		}
+		mcl *= peerControlLine
+	}
+	return mcl
 }
+
+const maxInt = int(^uint(0) >> 1)
 
 // maxPayload is the limit on a message body in this mode; < 0 is none.
 func (p *Parser) maxPayload() int {
-	if p.MaxPayload == 0 {
+	switch {
+	case p.Mode == RouteMode:
+		return -1
+	case p.MaxPayload == 0:
 		return DefaultMaxPayload
 	}
 	return p.MaxPayload
@@ -485,31 +618,72 @@ func (p *Parser) Next(buf []byte, op *Op) (n int, err error) {
 		*op = Op{Kind: KindErr, Arg: errText(arg)}
 		return nl + 1, nil
 	case oSub:
-		o.Kind = KindSub
-		err = parseSubArgs(arg, &o)
+		switch p.Mode {
+		case ServerMode:
+			o.Kind = KindSub
+			err = parseSubArgs(arg, &o)
+		case RouteMode:
+			o = Op{Kind: KindIgnored, Arg: trim(arg)}
+		default:
+			err = parseLeafSubArgs(arg, &o)
+		}
 	case oUnsub:
-		o.Kind = KindUnsub
-		err = parseUnsubArgs(arg, &o)
+		switch p.Mode {
+		case ServerMode:
+			o.Kind = KindUnsub
+			err = parseUnsubArgs(arg, &o)
+		case RouteMode:
+			err = p.parseRouteUnsubArgs(arg, &o, false)
+		default:
+			parseLeafUnsubArgs(arg, &o)
+		}
 	case oPub:
-		o.Kind = KindPub
+		o.Kind = msgKind[p.Mode]
 		size, err = parsePubArgs(arg, &o)
 	case oHPub:
 		if p.NoHeaders {
 			return 0, ErrProtocol
 		}
-		o.Kind = KindHPub
+		o.Kind = hmsgKind[p.Mode]
 		size, hdr, err = parseHPubArgs(arg, &o)
 	case oMsg:
 		o.Kind = KindMsg
 		size, err = parseMsgArgs(arg, &o)
 	case oHMsg:
-		o.Kind = KindHMsg
-		size, hdr, err = parseHMsgArgs(arg, &o)
+		if p.Mode == ClientMode {
+			o.Kind = KindHMsg
+			size, hdr, err = parseHMsgArgs(arg, &o)
+		} else {
+			size, hdr, err = p.parseQueueMsgArgs(arg, &o, false, 2)
+		}
+	case oRMsg:
+		size, hdr, err = p.parseQueueMsgArgs(arg, &o, false, 1)
+	case oLMsg:
+		if p.Mode == RouteMode {
+			size, hdr, err = p.parseQueueMsgArgs(arg, &o, true, 2)
+		} else {
+			size, hdr, err = p.parseQueueMsgArgs(arg, &o, false, 1)
+		}
+	case oRSub, oLSub:
+		if p.Mode == RouteMode {
+			err = p.parseRouteSubArgs(arg, &o, w == oLSub)
+		} else {
+			err = parseLeafSubArgs(arg, &o)
+		}
+	case oRUnsub, oLUnsub:
+		if p.Mode == RouteMode {
+			err = p.parseRouteUnsubArgs(arg, &o, w == oLUnsub)
+		} else {
+			parseLeafUnsubArgs(arg, &o)
+		}
+	case oASub, oAUnsub, oAU:
+		// nats-server acts on A+/A- only from a gateway.
+		o = Op{Kind: KindIgnored, Arg: trim(arg)}
 	}
 	if err != nil {
 		return 0, err
 	}
-	if w == oSub || w == oUnsub {
+	if msgOps&(1<<w) == 0 {
 		*op = o
 		return nl + 1, nil
 	}
@@ -662,4 +836,225 @@ func checkSizes(size, hdr int) (int, int, error) {
 		return 0, 0, ErrProtocol
 	}
 	return size, hdr, nil
+}
+
+// msgKind and hmsgKind are the kinds a PUB and an HPUB yield per mode: from a route or leaf
+// node nats-server reads them as that connection's messages (with no queue groups, and from
+// a route with no account).
+var msgKind = [256]Kind{ServerMode: KindPub, RouteMode: KindRMsg, LeafMode: KindLMsg}
+var hmsgKind = [256]Kind{ServerMode: KindHPub, RouteMode: KindRMsg, LeafMode: KindLMsg}
+
+// weight is a remote queue subscription's weight: nats-server counts one that does not parse
+// or is below 1 as a single member.
+func weight(d []byte) int32 {
+	if w := parseSize(d); w > 0 {
+		return int32(w)
+	}
+	return 1
+}
+
+// parseRouteSubArgs (RouteMode): RS+ [<account>] <subject> [<queue> <weight>], and with leaf
+// set LS+ <origin> [<account>] <subject> [<queue> <weight>] (nats-server's processRemoteSub).
+func (p *Parser) parseRouteSubArgs(arg []byte, o *Op, leaf bool) error {
+	var a [maxArgs][]byte
+	n := split(arg, &a, sepCRLF)
+	o.Kind = KindRSub
+	i := 0
+	if leaf {
+		o.Kind = KindLSub
+		o.Origin = a[i]
+		i++
+	}
+	if !p.NoAccount {
+		o.Account = a[i]
+		i++
+	}
+	switch n - i {
+	case 1:
+		o.Subject = a[i]
+	case 3:
+		o.Subject, o.Queue, o.Weight = a[i], a[i+1], weight(a[i+2])
+	default:
+		return ErrProtocol
+	}
+	return nil
+}
+
+// parseRouteUnsubArgs (RouteMode): RS- [<account>] <subject> [<queue>], and with leaf set
+// LS- <origin> [<account>] <subject> [<queue>], the origin there unless the peer is too old
+// to send it (nats-server's processRemoteUnsub).
+func (p *Parser) parseRouteUnsubArgs(arg []byte, o *Op, leaf bool) error {
+	var a [maxArgs][]byte
+	n := split(arg, &a, sepCRLF)
+	o.Kind = KindRUnsub
+	i := 0
+	if leaf {
+		o.Kind = KindLUnsub
+		if !p.LeafUnsubNoOrigin {
+			o.Origin = a[i]
+			i++
+		}
+	}
+	if !p.NoAccount {
+		o.Account = a[i]
+		i++
+	}
+	switch n - i {
+	case 1:
+		o.Subject = a[i]
+	case 2:
+		o.Subject, o.Queue = a[i], a[i+1]
+	default:
+		return ErrProtocol
+	}
+	return nil
+}
+
+// parseLeafSubArgs (LeafMode): LS+ <subject> [<queue> <weight>] (nats-server's
+// processLeafSub).
+func parseLeafSubArgs(arg []byte, o *Op) error {
+	var a [maxArgs][]byte
+	o.Kind = KindLSub
+	switch split(arg, &a, sepCRLF) {
+	case 1:
+		o.Subject = a[0]
+	case 3:
+		o.Subject, o.Queue, o.Weight = a[0], a[1], weight(a[2])
+	default:
+		return ErrProtocol
+	}
+	return nil
+}
+
+// parseLeafUnsubArgs (LeafMode): LS- <subject> [<queue>]. nats-server never rejects it: it
+// looks the argument up as the key of a subscription, and with more or fewer fields finds
+// none, so such an LS- is KindIgnored.
+func parseLeafUnsubArgs(arg []byte, o *Op) {
+	var a [maxArgs][]byte
+	o.Kind = KindLUnsub
+	switch split(arg, &a, sepCRLF) {
+	case 1:
+		o.Subject = a[0]
+	case 2:
+		o.Subject, o.Queue = a[0], a[1]
+	default:
+		*o = Op{Kind: KindIgnored, Arg: trim(arg)}
+	}
+}
+
+// parseQueueMsgArgs parses a routed (RouteMode) or leaf (LeafMode) message's argument:
+//
+//	[<origin>] [<account>] <subject> [<reply> | + <reply> <queue>... | | <queue>...] [<hdrsize>] <size>
+//
+// The origin is there when origin is set (a route's LMSG); the account in RouteMode unless
+// NoAccount; trail is the number of size fields (2 with a header size). As for nats-server
+// (processRoutedMsgArgs, processRoutedHeaderMsgArgs, processRoutedOriginClusterMsgArgs,
+// processLeafMsgArgs, processLeafHeaderMsgArgs) the number of fields decides: one field
+// between the subject and the sizes is a reply, more start with the indicator, "+" (a reply
+// follows, then queues) or "|" (queues only). Any number of queue groups may follow.
+func (p *Parser) parseQueueMsgArgs(arg []byte, o *Op, origin bool, trail int) (size, hdr int, err error) {
+	var f fields
+	f.scan(arg)
+	o.Kind = KindLMsg
+	account := false
+	if p.Mode == RouteMode {
+		o.Kind = KindRMsg
+		account = !p.NoAccount
+	}
+	i := 0 // the next field
+	if origin {
+		i++
+	}
+	if account {
+		i++
+	}
+	mid := f.n - i - 1 - trail // fields between the subject and the sizes
+	if mid < 0 {
+		return 0, 0, ErrProtocol
+	}
+	if origin {
+		o.Origin = f.at(arg, 0)
+	}
+	if account {
+		o.Account = f.at(arg, i-1)
+	}
+	o.Subject = f.at(arg, i)
+	i++
+	switch {
+	case mid == 1:
+		o.Reply = f.at(arg, i)
+	case mid > 1:
+		ind := f.at(arg, i)
+		if len(ind) != 1 {
+			return 0, 0, ErrProtocol
+		}
+		switch ind[0] {
+		case '+':
+			o.Reply = f.at(arg, i+1)
+			i += 2
+		case '|':
+			i++
+		default:
+			return 0, 0, ErrProtocol
+		}
+		if last := f.n - trail - 1; i <= last {
+			o.Queues = arg[f.span(i).s:f.span(last).e]
+		}
+	}
+	if trail == 2 {
+		d := f.at(arg, f.n-2)
+		o.HdrWidth, hdr = padWidth(d), parseSize(d)
+	}
+	d := f.at(arg, f.n-1)
+	o.SizeWidth, size = padWidth(d), parseSize(d)
+	return checkSizes(size, hdr)
+}
+
+// fields is a scan of an argument of any length that keeps, without allocating, what a
+// message's argument needs: its first fields (origin, account, subject, indicator, reply, a
+// first queue) and its last (the sizes, the last queue).
+type fields struct {
+	n    int
+	head [maxArgs]span
+	tail [3]span // the last three fields, the last at tail[2]
+}
+
+type span struct{ s, e int }
+
+func (f *fields) scan(arg []byte) {
+	start := -1
+	for i, b := range arg {
+		if sepTab[b]&sepCRLF != 0 {
+			if start >= 0 {
+				f.add(start, i)
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		f.add(start, len(arg))
+	}
+}
+
+func (f *fields) add(s, e int) {
+	if f.n < len(f.head) {
+		f.head[f.n] = span{s, e}
+	}
+	f.tail[0], f.tail[1], f.tail[2] = f.tail[1], f.tail[2], span{s, e}
+	f.n++
+}
+
+// span is field i, which must be one of the first len(head) or the last len(tail).
+func (f *fields) span(i int) span {
+	if i < len(f.head) {
+		return f.head[i]
+	}
+	return f.tail[len(f.tail)-f.n+i]
+}
+
+func (f *fields) at(arg []byte, i int) []byte {
+	sp := f.span(i)
+	return arg[sp.s:sp.e]
 }
