@@ -68,3 +68,43 @@ func BenchmarkPubLargeSplit(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkRouteRMSG(b *testing.B) {
+	const body = " 16\r\n0123456789abcdef\r\n"
+	for _, bc := range []struct{ name, line string }{
+		{"plain", "RMSG $G foo.bar"},
+		{"reply", "RMSG $G foo.bar _INBOX.abcdefghijklmnop.1"},
+		{"queues3", "RMSG $G foo.bar | workers.a workers.b workers.c"},
+		{"reply_queues3", "RMSG $G foo.bar + _INBOX.abcdefghijklmnop.1 workers.a workers.b workers.c"},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchOps(b, route, bc.line+body) })
+	}
+}
+
+func BenchmarkRouteRSub(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchOps(b, route, "RS+ $G foo.bar.*\r\n") })
+	b.Run("queue", func(b *testing.B) { benchOps(b, route, "RS+ $G foo.bar.* workers 3\r\n") })
+}
+
+func BenchmarkLeafLMSG(b *testing.B) {
+	benchOps(b, leaf, "LMSG foo.bar + _INBOX.abcdefghijklmnop.1 workers.a 16\r\n0123456789abcdef\r\n")
+}
+
+func BenchmarkAppendRMsgLine(b *testing.B) {
+	out := make([]byte, 0, 256)
+	acc, subj, reply := []byte("$G"), []byte("foo.bar"), []byte("_INBOX.abcdefghijklmnop.1")
+	qs := [][]byte{[]byte("workers.a"), []byte("workers.b"), []byte("workers.c")}
+	b.ReportAllocs()
+	for b.Loop() {
+		out = AppendRMsgLine(out[:0], acc, subj, reply, qs, 0, 16)
+	}
+}
+
+func BenchmarkAppendRSub(b *testing.B) {
+	out := make([]byte, 0, 256)
+	acc, subj, q := []byte("$G"), []byte("foo.bar.*"), []byte("workers")
+	b.ReportAllocs()
+	for b.Loop() {
+		out = AppendRSub(out[:0], acc, subj, q, 3)
+	}
+}

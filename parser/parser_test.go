@@ -15,16 +15,24 @@ type rop struct {
 	Kind                                 Kind
 	Subject, Reply, Queue, Sid, Arg, Msg string
 	Max, HdrLen                          int
+	// Route and leaf node fields.
+	Account, Origin, Queues string
+	Weight                  int32
 }
 
 func (r rop) String() string {
-	return fmt.Sprintf("%v{subj=%q reply=%q queue=%q sid=%q arg=%q max=%d hdr=%d msg=%q}",
+	s := fmt.Sprintf("%v{subj=%q reply=%q queue=%q sid=%q arg=%q max=%d hdr=%d msg=%q",
 		r.Kind, r.Subject, r.Reply, r.Queue, r.Sid, r.Arg, r.Max, r.HdrLen, r.Msg)
+	if r.Account != "" || r.Origin != "" || r.Queues != "" || r.Weight != 0 {
+		s += fmt.Sprintf(" acc=%q origin=%q queues=%q weight=%d", r.Account, r.Origin, r.Queues, r.Weight)
+	}
+	return s + "}"
 }
 
 func toR(o *Op) rop {
 	return rop{o.Kind, string(o.Subject), string(o.Reply), string(o.Queue), string(o.Sid),
-		string(o.Arg), string(o.Msg), o.Max, o.HdrLen}
+		string(o.Arg), string(o.Msg), o.Max, o.HdrLen,
+		string(o.Account), string(o.Origin), string(o.Queues), o.Weight}
 }
 
 type result struct {
@@ -75,7 +83,8 @@ func checkStep(t testing.TB, p *Parser, buf []byte, op *Op, n int, err error) {
 		if op.Kind == KindNone {
 			t.Fatalf("n=%d with no kind", n)
 		}
-		for _, s := range [][]byte{op.Subject, op.Reply, op.Queue, op.Sid, op.Arg, op.Msg} {
+		for _, s := range [][]byte{op.Subject, op.Reply, op.Queue, op.Sid, op.Arg, op.Msg,
+			op.Account, op.Origin, op.Queues} {
 			if !within(buf[:n], s) {
 				t.Fatalf("op field %q does not alias the consumed bytes", s)
 			}
@@ -84,13 +93,21 @@ func checkStep(t testing.TB, p *Parser, buf []byte, op *Op, n int, err error) {
 			t.Fatalf("HdrLen %d outside Msg of %d", op.HdrLen, len(op.Msg))
 		}
 		switch op.Kind {
-		case KindPub, KindHPub, KindMsg, KindHMsg:
+		case KindPub, KindHPub, KindMsg, KindHMsg, KindRMsg, KindLMsg:
 			if size := AppendSize(nil, len(op.Msg), op.SizeWidth); !bytes.Contains(buf[:n], size) {
 				t.Fatalf("size %q (width %d) for a body of %d is not in %q", size, op.SizeWidth, len(op.Msg), buf[:n])
 			}
 		}
-		if hdr := AppendSize(nil, op.HdrLen, op.HdrWidth); (op.Kind == KindHPub || op.Kind == KindHMsg) && !bytes.Contains(buf[:n], hdr) {
+		hasHdr := op.Kind == KindHPub || op.Kind == KindHMsg ||
+			((op.Kind == KindRMsg || op.Kind == KindLMsg) && op.HdrLen > 0)
+		if hdr := AppendSize(nil, op.HdrLen, op.HdrWidth); hasHdr && !bytes.Contains(buf[:n], hdr) {
 			t.Fatalf("header size %q (width %d) is not in %q", hdr, op.HdrWidth, buf[:n])
+		}
+		if op.Weight < 0 || (op.Weight == 0) != (op.Queue == nil || (op.Kind != KindRSub && op.Kind != KindLSub)) {
+			t.Fatalf("weight %d with queue %q in %v", op.Weight, op.Queue, op.Kind)
+		}
+		if op.Queues != nil && (len(op.Queues) == 0 || sepTab[op.Queues[0]] != 0 || sepTab[op.Queues[len(op.Queues)-1]] != 0) {
+			t.Fatalf("queues %q not trimmed", op.Queues)
 		}
 	}
 	if n == 0 && err == nil && p.Need() != 0 && p.Need() <= len(buf) {
