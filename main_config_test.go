@@ -2,16 +2,22 @@ package main
 
 import (
 	"bufio"
+	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/natsd/natsd/server"
 )
 
 func tempConf(t *testing.T, body string) string {
@@ -259,5 +265,184 @@ func TestBinaryConfigReload(t *testing.T) {
 	pid, _ := os.ReadFile(pidFile)
 	if _, err := strconv.Atoi(string(pid)); err != nil {
 		t.Fatalf("pid file %q", pid)
+	}
+}
+
+// The cluster flags land where nats-server's ConfigureOptions puts them, over the file's
+// cluster block, and fail with its texts.
+func TestConfigClusterFlags(t *testing.T) {
+	conf := tempConf(t, `cluster {
+  name: file
+  listen: 127.0.0.1:6333
+  routes: ["nats://127.0.0.1:7000"]
+  authorization { user: fu, password: fp }
+  no_advertise: true
+  connect_retries: 2
+  advertise: "a:1"
+}
+`)
+	bare := tempConf(t, "cluster { name: nolisten }\n")
+	hostOnly := tempConf(t, "cluster { host: 127.0.0.1 }\n")
+	cases := []struct {
+		args []string
+		err  string
+	}{
+		{args: []string{"--cluster", "nats://u:p@127.0.0.2:-1"}},
+		{args: []string{"--cluster", "nats://127.0.0.2:6444"}},
+		{args: []string{"--cluster_listen", "nats://127.0.0.2:6444", "-c", conf}}, // the file's user goes
+		{args: []string{"--cluster", "nats://u2:p2@[::1]:6444", "-c", conf}},
+		{args: []string{"--cluster", "", "-c", conf}}, // no cluster
+		{args: []string{"-c", conf}},
+		{args: []string{"--routes", "nats://a:1, nats://u:p@b:2", "-c", conf}},
+		{args: []string{"--routes", "", "-c", conf}},
+		{args: []string{"--routes", "nats://a:1", "--cluster", "nats://127.0.0.1:-1"}},
+		{args: []string{"--routes", "nats://a:1", "-c", hostOnly}},
+		{args: []string{"--cluster_name", "flag", "--cluster_advertise", "b:2", "--no_advertise=false", "--connect_retries", "9", "-c", conf}},
+		{args: []string{"--cluster_name", "x", "--no_advertise", "--connect_retries", "3"}},
+		{args: []string{"--cluster_name", "a b"}}, // refused when the server is created
+		{args: []string{"--routes", "nats://a:1"}, err: "solicited routes require cluster capabilities, e.g. --cluster"},
+		{args: []string{"--routes", "nats://a:1", "--cluster", ""}, err: "solicited routes require cluster capabilities, e.g. --cluster"},
+		{args: []string{"--routes", "nats://a:1", "-c", bare}, err: "solicited routes require cluster capabilities, e.g. --cluster"},
+		{args: []string{"--cluster", "nats://u@127.0.0.1:1"}, err: "expected cluster password to be set"},
+		{args: []string{"--cluster", "bad"}, err: "missing port in address"},
+		{args: []string{"--cluster", "nats://127.0.0.1:x"}, err: `parse "nats://127.0.0.1:x": invalid port ":x" after host`},
+		{args: []string{"--cluster", "127.0.0.1:5555"}, err: `parse "127.0.0.1:5555": first path segment in URL cannot contain colon`},
+		{args: []string{"--cluster", ":-1"}, err: `parse ":0": missing protocol scheme`},
+	}
+	type view struct {
+		Name, Host, Advertise, User, Pass string
+		Port, Retries                     int
+		NoAdvertise                       bool
+		Routes                            []string
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, _, err := parseFlags(tc.args)
+			fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			noop := func() {}
+			no, nerr := natsserver.ConfigureOptions(fs, tc.args, noop, noop, noop)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("natsd: %v, want %q", err, tc.err)
+				}
+				if nerr == nil || nerr.Error() != tc.err {
+					t.Fatalf("nats-server: %v, want %q", nerr, tc.err)
+				}
+				return
+			}
+			if err != nil || nerr != nil {
+				t.Fatalf("natsd: %v, nats-server: %v", err, nerr)
+			}
+			c, nc := o.Cluster, no.Cluster
+			got := view{c.Name, c.Host, c.Advertise, c.Username, c.Password, c.Port, c.ConnectRetries, c.NoAdvertise, nil}
+			want := view{nc.Name, nc.Host, nc.Advertise, nc.Username, nc.Password, nc.Port, nc.ConnectRetries, nc.NoAdvertise, nil}
+			for _, u := range c.Routes {
+				got.Routes = append(got.Routes, u.String())
+			}
+			for _, u := range no.Routes {
+				want.Routes = append(want.Routes, u.String())
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("natsd:       %+v\nnats-server: %+v", got, want)
+			}
+		})
+	}
+	// Names are checked when the server is created, as in nats-server's NewServer.
+	for name, want := range map[string]string{"a b": "cluster name cannot contain spaces", "_": "cluster name is reserved"} {
+		o, _, err := parseFlags([]string{"--cluster", "nats://127.0.0.1:-1", "--cluster_name", name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := server.New(o); err == nil || err.Error() != want {
+			t.Errorf("--cluster_name %q: %v, want %q", name, err, want)
+		}
+		fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
+		noop := func() {}
+		no, err := natsserver.ConfigureOptions(fs, []string{"--cluster", "nats://127.0.0.1:-1", "--cluster_name", name}, noop, noop, noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		no.NoSigs, no.NoLog = true, true
+		if _, err := natsserver.NewServer(no); err == nil || err.Error() != want {
+			t.Errorf("nats-server --cluster_name %q: %v, want %q", name, err, want)
+		}
+	}
+	// nats-server keeps --routes entries that do not parse as nil URLs and crashes dialling
+	// them; natsd refuses them.
+	for _, r := range []string{"nats://a:1,,nats://b:2", "%zz", "nats://a:1,"} {
+		if _, _, err := parseFlags([]string{"--cluster", "nats://127.0.0.1:-1", "--routes", r}); err == nil || !strings.Contains(err.Error(), "error parsing route url [") {
+			t.Errorf("--routes %q: %v", r, err)
+		}
+	}
+	// The flags stay on top of a reloaded file.
+	_, cmd, err := parseFlags([]string{"-c", conf, "--cluster", "nats://127.0.0.3:6555", "--routes", "nats://r:1", "--cluster_name", "flag"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &server.Options{}
+	if _, err := n.ProcessConfigFile(conf); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.reapply(n); err != nil {
+		t.Fatal(err)
+	}
+	if c := n.Cluster; c.Host != "127.0.0.3" || c.Port != 6555 || c.Username != "" || c.Name != "flag" || len(c.Routes) != 1 || c.Routes[0].Host != "r:1" {
+		t.Fatalf("re-applied: %+v", c)
+	}
+}
+
+// The binary starts with a cluster configured, runs alone and says so once; -t reports a bad
+// cluster block as nats-server -t does.
+func TestBinaryClusterStandalone(t *testing.T) {
+	p := startBinary(t, "--cluster", "nats://127.0.0.1:-1", "--cluster_name", "c1", "--routes", "nats://127.0.0.1:1")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(p.log.String(), "Server is ready") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := strings.Count(p.log.String(), "[WRN] Cluster routes are not implemented yet: running standalone"); n != 1 {
+		t.Fatalf("warning %d times:\n%s", n, p.log)
+	}
+	nc, err := nats.Connect(p.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+
+	bin := natsdBin(t)
+	ns, _ := filepath.Abs(".cache/tools/nats-server")
+	if _, err := os.Stat(ns); err != nil {
+		t.Skip("no nats-server binary in .cache/tools")
+	}
+	for _, body := range []string{
+		"cluster {\n  port: -1\n  name: \"a b\"\n}\n",
+		"cluster {\n  authorization { token: x }\n}\n",
+		"cluster {\n  permissions { export: \"q.> grp\" }\n}\n",
+		"cluster {\n  write_timeout: never\n}\n",
+		"cluster {\n  port: -1\n  bogus: 1\n}\n",
+		"cluster {\n  port: -1\n  ping_interval: \"1m\"\n}\n",
+		"cluster {\n  port: -1\n  routes: [\"nats://a:1\", \"nats://a:1\"]\n}\n",
+		"cluster {\n  port: -1\n  routes: [\"nats://a:1\"]\n  compression: s2_fast\n}\n",
+	} {
+		conf := tempConf(t, body)
+		out, err := exec.Command(bin, "-t", "-c", conf).CombinedOutput()
+		nout, nerr := exec.Command(ns, "-t", "-c", conf).CombinedOutput()
+		if exitCode(err) != exitCode(nerr) {
+			t.Fatalf("%s: natsd exit %d %q, nats-server exit %d %q", body, exitCode(err), out, exitCode(nerr), nout)
+		}
+		if err == nil {
+			continue
+		}
+		// Same located reasons, in the same order (nats-server prefixes "nats-server: ").
+		strip := func(b []byte) string {
+			s, _, _ := strings.Cut(string(b), "\nUsage:") // natsd adds the usage text
+			s = strings.TrimSpace(s)
+			s = strings.TrimPrefix(strings.TrimPrefix(s, "natsd: "), "nats-server: ")
+			return s
+		}
+		if strip(out) != strip(nout) {
+			t.Fatalf("%s\nnatsd:       %q\nnats-server: %q", body, strip(out), strip(nout))
+		}
 	}
 }

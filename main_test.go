@@ -331,18 +331,21 @@ func TestBinaryPortsFile(t *testing.T) {
 	dir := t.TempDir()
 	p := startBinary(t, "-m", "-1", "--ports_file_dir", dir)
 	path := filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(natsdBin(t)), p.cmd.Process.Pid))
+	// The file may be caught between its creation and its write: read until it parses.
 	var b []byte
+	var ports map[string][]string
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var err error
-		if b, err = os.ReadFile(path); err == nil || time.Now().After(deadline) {
-			break
+		if b, err = os.ReadFile(path); err == nil {
+			if err = json.Unmarshal(b, &ports); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ports file %s: %v %q", path, err, b)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	var ports map[string][]string
-	if err := json.Unmarshal(b, &ports); err != nil {
-		t.Fatalf("ports file %s: %v %q", path, err, b)
 	}
 	if got := ports["nats"]; len(got) != 1 || got[0] != p.url() {
 		t.Fatalf("nats: %v, want [%s]", got, p.url())

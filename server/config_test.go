@@ -303,6 +303,7 @@ func FuzzConfig(f *testing.F) {
 		"accounts { A: { exports: [{stream: \"s.*\", account_token_position: 2}], imports: [{stream: {account: A, subject: s.A}, prefix: p}] } }\nsystem_account: A\n",
 		"mappings { \"a.*\": [{destination: \"b.$1\", weight: 40%, cluster: c}, {dest: c, weight: 60}] }\n",
 		"accounts: [A, B]\nno_sys_acc: true\n",
+		"cluster { name: c, listen: 127.0.0.1:-1, routes: [\"nats://u:p@h:1\"], authorization { user: u, password: p, permissions { import: a } }, permissions { export: { deny: b } }, accounts: [A], compression: { mode: s2_auto, rtts: [\"1ms\"] }, tls { insecure: true }, write_timeout: close }\n",
 	} {
 		f.Add(s)
 	}

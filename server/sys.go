@@ -410,7 +410,7 @@ func (st *sysState) send(m *sysMsg) {
 	if si := m.si; si != nil {
 		st.seq++
 		*si = ServerInfo{
-			Name: st.name, Host: st.host, ID: st.id, Domain: st.s.jsDomain(), Version: ServerVersion,
+			Name: st.name, Host: st.host, ID: st.id, Cluster: st.s.ClusterName(), Domain: st.s.jsDomain(), Version: ServerVersion,
 			Seq: st.seq, Time: time.Now().UTC(),
 		}
 		if st.s.JetStream() != nil {

@@ -188,7 +188,7 @@ func (s *Server) sysFilterMatches(f *EventFilterOptions) bool {
 		return true
 	}
 	o := s.getOpts()
-	name, host, cluster := o.ServerName, o.Host, ""
+	name, host, cluster := o.ServerName, o.Host, s.ClusterName()
 	if f.ExactMatch {
 		if (f.Name != "" && f.Name != name) || (f.Host != "" && f.Host != host) || (f.Cluster != "" && f.Cluster != cluster) {
 			return false

@@ -462,7 +462,7 @@ func (f *fakeClients) UserPermissions(ci *ClientInfo) (*auth.Permissions, time.D
 // TestSysClientRequests checks KICK, LDM and USER.INFO against a clientControl, and the
 // request filters.
 func TestSysClientRequests(t *testing.T) {
-	s := startMonitored(t, func(o *Options) { o.ServerName = "srv-a" })
+	s := startMonitored(t, func(o *Options) { o.ServerName, o.Cluster.Name = "srv-a", "east" })
 	ctl := &fakeClients{}
 	s.setAccountSource(nil, ctl)
 	fc := newFakeSysConn()
@@ -488,6 +488,9 @@ func TestSysClientRequests(t *testing.T) {
 		{"$SYS.REQ.SERVER.PING.VARZ", `{"server_name":"srv","exact_match":true}`, "", want{false, ""}},
 		{"$SYS.REQ.SERVER.PING.VARZ", `{"server_name":"srv-a","exact_match":true}`, "", want{true, ""}},
 		{"$SYS.REQ.SERVER.PING.VARZ", `{"cluster":"c"}`, "", want{false, ""}},
+		{"$SYS.REQ.SERVER.PING.VARZ", `{"cluster":"ea"}`, "", want{true, ""}},
+		{"$SYS.REQ.SERVER.PING.VARZ", `{"cluster":"ea","exact_match":true}`, "", want{false, ""}},
+		{"$SYS.REQ.SERVER.PING.VARZ", `{"cluster":"east","exact_match":true}`, "", want{true, ""}},
 		{"$SYS.REQ.SERVER.PING.VARZ", `{"domain":"d"}`, "", want{false, ""}},
 		{"$SYS.REQ.USER.$G.INFO", "", `{"acc":"$G","user":"bob","id":7,"name_tag":"Bob"}`, want{true, ""}},
 		{"$SYS.REQ.USER.$G.INFO", "", `{bad`, want{true, "400"}},
@@ -511,6 +514,9 @@ func TestSysClientRequests(t *testing.T) {
 			}
 			var r apiResp[json.RawMessage]
 			decodeStrict(t, "answer", m.msg, &r)
+			if !strings.Contains(string(m.msg), `"cluster":"east"`) {
+				t.Fatalf("server info without the cluster name: %s", m.msg)
+			}
 			switch {
 			case c.want.err == "400":
 				if r.Error == nil || r.Error.Code != 400 {
