@@ -38,6 +38,11 @@ type Account struct {
 	totalConns                         atomic.Int64
 	created                            time.Time
 
+	// interest is the account's local interest told to routes (interest.go); remoteSubs
+	// counts the subscriptions routes hold in subs (routing takes the clustered path then).
+	interest   interest
+	remoteSubs atomic.Int64
+
 	mu       sync.Mutex
 	internal *InternalClient // the account's own internal client (imports, service replies)
 	imports  []*importSub    // subscriptions this account's imports placed (to undo on change)

@@ -106,6 +106,11 @@ type sub struct {
 	delivered atomic.Int64
 	gone      atomic.Bool
 	filter    atomic.Bool // the subscriber's deny list may cover deliveries (see perm.go)
+	// remote: the interest of another server (c is the route); qw is then its queue
+	// group's member count there. local: interest other servers must not hear of (a
+	// service import's listener: each server serves its own importers).
+	remote, local bool
+	qw            atomic.Int32
 }
 
 // connectOpts is CONNECT's JSON, unmarshalled over the connection's current options
@@ -132,10 +137,11 @@ type connectOpts struct {
 // client is one connection's state machine. All fields but out (the queue other reactors
 // append to) and the atomics are touched only by the owning reactor.
 type client struct {
-	conn Conn
-	r    *reactor
-	cid  uint64
-	kind Kind
+	conn  Conn
+	r     *reactor
+	cid   uint64
+	kind  Kind
+	route *routeState // a route to another server (router.go); nil for clients
 	// acc is the account the connection is bound to, and cache the reactor's L1 cache for
 	// it (bind): the publish path matches through it without another lookup.
 	acc    *Account
@@ -319,8 +325,9 @@ func (c *client) traceIn(frame []byte) {
 // id and address, the nonce when there is one, then extra (fields that come before api_lvl
 // and xkey, which InfoTail carries).
 func (c *client) buildInfo(nonce []byte, extra string) []byte {
-	info := c.r.e.cfg.Info
-	b := make([]byte, 0, len(info)+len(c.r.e.cfg.InfoTail)+len(extra)+80)
+	t := c.r.e.infoTemplate()
+	info := t.head
+	b := make([]byte, 0, len(info)+len(t.tail)+len(extra)+80)
 	b = append(b, "INFO "...)
 	b = append(b, info[:len(info)-1]...)
 	b = append(b, `,"client_id":`...)
@@ -334,7 +341,7 @@ func (c *client) buildInfo(nonce []byte, extra string) []byte {
 		b = append(b, '"')
 	}
 	b = append(b, extra...)
-	b = append(b, c.r.e.cfg.InfoTail...)
+	b = append(b, t.tail...)
 	return append(b, "} \r\n"...)
 }
 
@@ -367,6 +374,13 @@ func (e *Engine) connClosed(c *client) {
 	}
 	c.closed = true
 	r := c.r
+	if c.route != nil {
+		delete(r.backlog, c)
+		r.wheel.remove(c)
+		c.out.Reset()
+		e.routeClosed(c)
+		return
+	}
 	delete(r.clients, c)
 	delete(r.backlog, c)
 	r.wheel.remove(c)
@@ -374,6 +388,7 @@ func (e *Engine) connClosed(c *client) {
 	for _, s := range c.subs {
 		if s.gone.CompareAndSwap(false, true) {
 			_ = s.acc.subs.Remove(s.subject, s.queue, s)
+			e.subRemoved(s, nil)
 		}
 	}
 	c.unbind()

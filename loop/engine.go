@@ -73,6 +73,10 @@ type Config struct {
 	// authenticate (the server turns them into $SYS events). It is called on reactors: it
 	// must not block.
 	Events Events
+
+	// Cluster, when set, listens for routes from the other servers of a cluster (and lets
+	// DialRoute connect to them); see router.go.
+	Cluster *RouteConfig
 }
 
 // Events receives connection events; see Config.Events.
@@ -109,6 +113,7 @@ type Engine struct {
 	drv    driver
 	addr   *net.TCPAddr
 	infoFn func(port int) (head, tail []byte)
+	info   atomic.Pointer[infoTemplate] // the INFO template in force (RefreshInfo swaps it)
 	done   chan struct{}
 
 	mu       sync.Mutex // serialises reactor registration (reactorFor) and UpdateLimits
@@ -129,6 +134,11 @@ type Engine struct {
 	stalls     atomic.Uint64
 	subInserts atomic.Uint64
 	closed     closedRing
+
+	// rt holds the cluster's routes (router.go); clustered is set once routes may exist,
+	// and from then on local interest is counted for them (interest.go).
+	rt        routeTable
+	clustered atomic.Bool
 
 	authz   authState                 // reloadable authentication (auth.go)
 	tlsConf atomic.Pointer[TLSConfig] // client TLS for new connections (SetTLS)
@@ -173,13 +183,27 @@ func (e *Engine) Start() error {
 	case "", "gnet":
 		e.drv = &gnetDriver{e: e}
 	case "netpoll":
+		if e.cfg.Cluster != nil {
+			return fmt.Errorf("cluster routes run on the gnet engine only")
+		}
 		e.drv = &netpollDriver{e: e}
 	default:
 		return fmt.Errorf("unknown engine %q", e.cfg.Engine)
 	}
+	if e.cfg.Cluster != nil {
+		// Count local interest from the first subscription on, so that a route coming up
+		// later is told all of it.
+		e.clustered.Store(true)
+	}
 	addr, err := e.drv.start()
 	if err != nil {
 		return err
+	}
+	if e.cfg.Cluster != nil {
+		if err := e.listenRoutes(*e.cfg.Cluster); err != nil {
+			e.drv.stop()
+			return err
+		}
 	}
 	e.addr = addr
 	e.clock.Store(time.Now().UnixNano())
@@ -194,6 +218,7 @@ func (e *Engine) listening(addr *net.TCPAddr) {
 	if e.infoFn != nil {
 		e.cfg.Info, e.cfg.InfoTail = e.infoFn(addr.Port)
 	}
+	e.info.Store(&infoTemplate{head: e.cfg.Info, tail: e.cfg.InfoTail})
 }
 
 func freePort(host string) (int, error) {
@@ -311,6 +336,13 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	if !e.lameDuck.CompareAndSwap(false, true) {
 		return
 	}
+	if cfg := e.rt.cfg.Load(); cfg != nil {
+		// The other servers stop offering our client URL to their clients.
+		ldm := e.routeInfoLine(cfg, false)
+		for _, rc := range e.routeList() {
+			rc.sendRouteProto(ldm, nil)
+		}
+	}
 	list := gather(e, func(r *reactor) []Conn {
 		var cs []Conn
 		for c := range r.clients {
@@ -367,6 +399,7 @@ func (e *Engine) Stop() {
 		return
 	}
 	close(e.stopTick)
+	e.closeRoutes()
 	if e.drv != nil {
 		e.drv.stop()
 	}
@@ -378,3 +411,31 @@ func (e *Engine) Stop() {
 
 // Done is closed when the engine has stopped.
 func (e *Engine) Done() <-chan struct{} { return e.done }
+
+// infoTemplate is the INFO object common to every connection (see Config.Info).
+type infoTemplate struct{ head, tail []byte }
+
+func (e *Engine) infoTemplate() *infoTemplate {
+	if t := e.info.Load(); t != nil {
+		return t
+	}
+	return &infoTemplate{head: e.cfg.Info, tail: e.cfg.InfoTail}
+}
+
+// RefreshInfo rebuilds the INFO template (the cluster's client URLs changed) and sends it,
+// as an async INFO, to every client that takes one (protocol 1), as nats-server does.
+func (e *Engine) RefreshInfo() {
+	if e.infoFn == nil || e.addr == nil {
+		return
+	}
+	head, tail := e.infoFn(e.addr.Port)
+	e.info.Store(&infoTemplate{head: head, tail: tail})
+	e.runOnReactors(func(r *reactor) {
+		for c := range r.clients {
+			if c.connected && c.protocol >= 1 && !c.closing {
+				c.send(c.asyncInfo(""))
+			}
+		}
+		r.endBatch()
+	})
+}

@@ -211,6 +211,9 @@ func (d *gnetDriver) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		k.r.kickFd = gc.Fd()
 		return nil, gnet.None
 	}
+	if rs, ok := gc.Context().(*routeSocket); ok {
+		return d.openRouteSocket(gc, rs)
+	}
 	if d.ln != nil {
 		// Sockets natsd's acceptor registered carry the client listener's address; anything
 		// else came in through gnet's own listener: the probe (or a stray).

@@ -196,7 +196,7 @@ func (e *Engine) addServiceImport(to *Account, si ServiceImport) error {
 			to.placed(rs)
 		}
 	}
-	qs, err := ic.subscribe(to, local, "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
+	qs, err := ic.subscribeOpt(to, local, "", true, func(r *reactor, pub *client, m *parser.Op, depth int) bool {
 		out := r.retarget(m, depth, tr, same, remote)
 		if len(m.Reply) > 0 {
 			respOnce.Do(respond)

@@ -140,6 +140,7 @@ type Subscription struct {
 func (s *Subscription) Unsubscribe() {
 	if s.s.gone.CompareAndSwap(false, true) {
 		_ = s.s.acc.subs.Remove(s.s.subject, s.s.queue, s.s)
+		s.ic.e.subRemoved(s.s, nil)
 	}
 	s.ic.submu.Lock()
 	delete(s.ic.subs, s.s)
@@ -201,11 +202,17 @@ func (ic *InternalClient) SetWorkLimit(msgs int, bytes int64, full func(m *Msg))
 
 // subscribe places an internal subscription in acc (normally the client's own).
 func (ic *InternalClient) subscribe(acc *Account, subject, queue string, fn func(*reactor, *client, *parser.Op, int) bool) (*Subscription, error) {
-	s := &sub{c: ic.c, acc: acc, fn: fn, subject: subject, queue: queue,
+	return ic.subscribeOpt(acc, subject, queue, false, fn)
+}
+
+// subscribeOpt is subscribe; local interest is not told to other servers.
+func (ic *InternalClient) subscribeOpt(acc *Account, subject, queue string, local bool, fn func(*reactor, *client, *parser.Op, int) bool) (*Subscription, error) {
+	s := &sub{c: ic.c, acc: acc, fn: fn, subject: subject, queue: queue, local: local,
 		sid: strconv.AppendUint(nil, ic.sids.Add(1), 10)}
 	if err := acc.subs.Insert(subject, queue, s); err != nil {
 		return nil, err
 	}
+	ic.e.subAdded(s, nil)
 	ic.e.subInserts.Add(1)
 	ic.submu.Lock()
 	ic.subs[s] = struct{}{}

@@ -63,6 +63,7 @@ func (e *Engine) UpdateLimits(l Limits) error {
 			e.cfg.MaxTracedMsgLen = l.MaxTracedMsgLen
 			if e.infoFn != nil && e.addr != nil {
 				e.cfg.Info, e.cfg.InfoTail = e.infoFn(e.addr.Port)
+				e.info.Store(&infoTemplate{head: e.cfg.Info, tail: e.cfg.InfoTail})
 			}
 			e.mu.Unlock()
 			return nil

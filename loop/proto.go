@@ -17,6 +17,10 @@ import (
 // process runs one parsed op. op's slices alias the inbound buffer: anything kept past this
 // call is copied.
 func (c *client) process(op *parser.Op) {
+	if c.route != nil {
+		c.processRoute(op)
+		return
+	}
 	switch op.Kind {
 	case parser.KindPub, parser.KindHPub:
 		c.processPub(op)
@@ -342,6 +346,7 @@ func (c *client) processSub(op *parser.Op) {
 		c.sendErr(errTextInvalidSubj)
 		return
 	}
+	c.r.e.subAdded(s, c.r)
 	c.subs[string(s.sid)] = s
 	c.r.e.subInserts.Add(1)
 	c.ok()
@@ -391,6 +396,7 @@ func (c *client) removeSub(s *sub) {
 	delete(c.subs, string(s.sid))
 	if s.gone.CompareAndSwap(false, true) {
 		_ = s.acc.subs.Remove(s.subject, s.queue, s)
+		c.r.e.subRemoved(s, c.r)
 	} else {
 		c.goneSubs.Add(-1)
 	}
@@ -552,7 +558,7 @@ func (c *client) onTimer(now int64) {
 		return
 	}
 	if now >= c.nextPing {
-		if c.pingsOut+1 > c.r.e.cfg.MaxPingsOut {
+		if c.pingsOut+1 > c.maxPingsOut() {
 			c.r.stats.stale.add(1)
 			c.closeWithErr(errTextStale, closeStale)
 			return
@@ -562,7 +568,7 @@ func (c *client) onTimer(now int64) {
 			c.rttStart = now
 		}
 		c.send(pingLine)
-		c.nextPing = now + int64(c.r.e.cfg.PingInterval)
+		c.nextPing = now + int64(c.pingInterval())
 	}
 	c.rearm(now)
 }

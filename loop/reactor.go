@@ -29,6 +29,7 @@ type reactor struct {
 	mapd  [maxRouteDepth]parser.Op
 	fwd   [maxRouteDepth]parser.Op
 	hmsg  [maxRouteDepth]Msg
+	rts   [maxRouteDepth][]routeTarget // remote servers a message goes to (forward.go)
 	pubOp parser.Op
 
 	// local holds this reactor's connections with frames queued during the current batch;

@@ -90,6 +90,10 @@ func (r *reactor) route(acc *Account, from *client, m *parser.Op, depth int) boo
 	}
 	res := cache.Match(m.Subject)
 	delivered := false
+	if acc.remoteSubs.Load() != 0 || from.kind == kindRouter {
+		// Some of this account's interest is on other servers, or the message came from one.
+		return r.routeClustered(acc, res, from, m, depth)
+	}
 	for _, s := range res.Plain {
 		if s.c == from && !from.echo {
 			continue
@@ -163,6 +167,7 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 		if n == mx && s.gone.CompareAndSwap(false, true) {
 			// The interest goes now; the owner drops its map entry lazily.
 			_ = s.acc.subs.Remove(s.subject, s.queue, s)
+			r.e.subRemoved(s, r)
 			t.goneSubs.Add(1)
 		}
 	} else {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/natsd/natsd/cluster"
+	"github.com/natsd/natsd/loop"
 )
 
 // ClusterReloadFunc applies a reloaded cluster block to the running routes. old and new are
@@ -76,6 +77,12 @@ func (s *Server) initClusterName() {
 
 // ClusterName is the name of the server's cluster ("" without one).
 func (s *Server) ClusterName() string {
+	if s.eng != nil {
+		if rc := s.eng.RouteConfig(); rc != nil {
+			// The routes may have adopted a peer's name.
+			return rc.ClusterName
+		}
+	}
 	s.cl.mu.Lock()
 	defer s.cl.mu.Unlock()
 	return s.cl.name
@@ -99,14 +106,8 @@ func (s *Server) SetClusterReloadHook(fn ClusterReloadFunc) {
 	s.cl.mu.Unlock()
 }
 
-// startRouting would start the route listener and dial the configured routes.
-//
-// TODO(routes): routes start here. This is the one place that tells an operator a configured
-// cluster is not formed; the route code replaces it (with nats-server's "Cluster name is",
-// dynamic-name and insecure-TLS warnings, "Listening for route connections on ..."), binds
-// the listener (a random port is not written back into the options: reload compares them as
-// configured), adds the cluster URL to the ports file, INFO's "cluster" and /varz
-// cluster_port, and installs the reload hook.
+// startRouting logs the cluster and starts dialling the configured routes (the engine
+// already listens for routes: routes.go).
 func (s *Server) startRouting() {
 	c := &s.opts.Cluster
 	if !c.Enabled() {
@@ -116,8 +117,7 @@ func (s *Server) startRouting() {
 		}
 		return
 	}
-	s.log.Warnf("Cluster routes are not implemented yet: running standalone (cluster %q, route port %d and %d configured route(s) unused)",
-		s.ClusterName(), c.Port, len(c.Routes))
+	s.startCluster()
 }
 
 // clusterSame tells whether a reload leaves the cluster options as they are. A TLS config is
@@ -134,6 +134,9 @@ func clusterSame(a, b *cluster.Options) bool {
 // pinned if the running server has it.
 func clusterReloadRule(old, new *Options) error {
 	oc, nc := &old.Cluster, &new.Cluster
+	if nc.Enabled() && nc.TLSConfig != nil {
+		return clusterUnsupported(new)
+	}
 	if oc.Host != nc.Host {
 		return fmt.Errorf("config reload not supported for cluster host: old=%s, new=%s", oc.Host, nc.Host)
 	}
@@ -161,6 +164,9 @@ func (s *Server) reloadCluster(old, new *cluster.Options) {
 	ch := cluster.Diff(old, new)
 	if ch.NameChanged && new.Name != s.ClusterName() {
 		s.setClusterName(new.Name)
+		if s.eng != nil {
+			s.eng.SetRouteConfig(func(c *loop.RouteConfig) { c.ClusterName, c.Dynamic = new.Name, new.Name == "" })
+		}
 	}
 	s.cl.mu.Lock()
 	fn := s.cl.reload
@@ -182,9 +188,8 @@ func (s *Server) clusterVarz(o *Options) ClusterOptsVarz {
 	c := &o.Cluster
 	tlsReq := c.TLSConfig != nil
 	v := ClusterOptsVarz{
-		Name: s.ClusterName(),
-		Host: c.Host,
-		// TODO(routes): the bound port once the listener exists (a random -1 shows as is).
+		Name:            s.ClusterName(),
+		Host:            c.Host,
 		Port:            c.Port,
 		AuthTimeout:     c.AuthTimeout.Seconds(),
 		TLSTimeout:      c.TLSTimeout.Seconds(),
@@ -197,6 +202,11 @@ func (s *Server) clusterVarz(o *Options) ClusterOptsVarz {
 	}
 	for _, u := range c.Routes {
 		v.URLs = append(v.URLs, u.Host)
+	}
+	if s.eng != nil {
+		if a := s.eng.RouteAddr(); a != nil {
+			v.Port = a.Port
+		}
 	}
 	return v
 }

@@ -396,6 +396,10 @@ func (s *Server) Varz() *Varz {
 	v.AuthRequired = authRequired(o)
 	v.TLSRequired, v.TLSVerify, _ = tlsInfo(o)
 	v.Cluster = s.clusterVarz(o)
+	if n := s.eng.NumRoutes(); n > 0 {
+		// One connection per remote server (routes are not pooled).
+		v.Routes, v.Remotes = n, n
+	}
 	return v
 }
 
@@ -854,8 +858,20 @@ type RoutezOptions struct {
 }
 
 // Routez gathers /routez and ROUTEZ (no routes until clustering exists).
-func (s *Server) Routez(*RoutezOptions) (*Routez, error) {
-	return &Routez{ID: s.id, Name: s.getOpts().ServerName, Now: time.Now().UTC(), Routes: []any{}}, nil
+func (s *Server) Routez(q *RoutezOptions) (*Routez, error) {
+	rz := &Routez{ID: s.id, Name: s.getOpts().ServerName, Now: time.Now().UTC(), Routes: []*RouteInfo{}}
+	if s.eng == nil {
+		return rz, nil
+	}
+	var subs, detail bool
+	if q != nil {
+		subs, detail = q.Subscriptions, q.SubscriptionsDetail
+	}
+	for _, ri := range s.routezRoutes(subs, detail) {
+		rz.Routes = append(rz.Routes, &ri)
+	}
+	rz.NumRoutes = len(rz.Routes)
+	return rz, nil
 }
 
 func (s *Server) handleRoutez(w http.ResponseWriter, r *http.Request) {

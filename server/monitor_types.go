@@ -286,13 +286,39 @@ type Subsz struct {
 	Subs   []SubDetail `json:"subscriptions_list,omitempty"`
 }
 
-// Routez is /routez (no routes until clustering exists).
+// Routez is /routez.
 type Routez struct {
-	ID        string    `json:"server_id"`
-	Name      string    `json:"server_name"`
-	Now       time.Time `json:"now"`
-	NumRoutes int       `json:"num_routes"`
-	Routes    []any     `json:"routes"`
+	ID        string       `json:"server_id"`
+	Name      string       `json:"server_name"`
+	Now       time.Time    `json:"now"`
+	NumRoutes int          `json:"num_routes"`
+	Routes    []*RouteInfo `json:"routes"`
+}
+
+// RouteInfo is one route in /routez, in nats-server's field order.
+type RouteInfo struct {
+	RID          uint64      `json:"rid"`
+	RemoteID     string      `json:"remote_id"`
+	RemoteName   string      `json:"remote_name"`
+	DidSolicit   bool        `json:"did_solicit"`
+	IsConfigured bool        `json:"is_configured"`
+	IP           string      `json:"ip"`
+	Port         int         `json:"port"`
+	Start        time.Time   `json:"start"`
+	LastActivity time.Time   `json:"last_activity"`
+	RTT          string      `json:"rtt,omitempty"`
+	Uptime       string      `json:"uptime"`
+	Idle         string      `json:"idle"`
+	Pending      int         `json:"pending_size"`
+	InMsgs       int64       `json:"in_msgs"`
+	OutMsgs      int64       `json:"out_msgs"`
+	InBytes      int64       `json:"in_bytes"`
+	OutBytes     int64       `json:"out_bytes"`
+	NumSubs      uint32      `json:"subscriptions"`
+	Subs         []string    `json:"subscriptions_list,omitempty"`
+	SubsDetail   []SubDetail `json:"subscriptions_list_detail,omitempty"`
+	Account      string      `json:"account,omitempty"`
+	Compression  string      `json:"compression,omitempty"`
 }
 
 // Gatewayz is /gatewayz.

@@ -72,7 +72,8 @@ type Server struct {
 	accs accountSource
 	ctl  clientControl
 
-	sys atomic.Pointer[sysState] // the $SYS layer while it runs (sys.go)
+	sys atomic.Pointer[sysState]    // the $SYS layer while it runs (sys.go)
+	rts atomic.Pointer[routesState] // routes' manager while clustered (routes.go)
 	js  atomic.Pointer[js.JetStream]
 }
 
@@ -200,6 +201,10 @@ func (s *Server) Start() error {
 		MaxTracedMsgLen:     o.MaxTracedMsgLen,
 	}
 	cfg.RequestInfo = s.requestInfo
+	if err := s.checkCluster(o); err != nil {
+		return err
+	}
+	cfg.Cluster = s.routeConfig(o)
 	sys := o.SystemAccountName()
 	if sys != "" {
 		cfg.Events = connEvents{s}
@@ -208,6 +213,7 @@ func (s *Server) Start() error {
 	// the loop reads cfg.Info on each accept, so fill it through a pointer the loop shares.
 	eng := loop.New(cfg)
 	eng.SetInfo(s.infoJSON)
+	s.prepareCluster(eng, cfg.Cluster)
 	if err := eng.ConfigureAccounts(accountSpecs(o)); err != nil {
 		return err
 	}
@@ -261,8 +267,8 @@ func (s *Server) Start() error {
 	}
 	s.writePortsFile()
 	s.log.Noticef("Listening for client connections on %s", net.JoinHostPort(o.Host, strconv.Itoa(eng.Addr().Port)))
-	s.log.Noticef("Server is ready")
 	s.startRouting()
+	s.log.Noticef("Server is ready")
 	return nil
 }
 
@@ -290,8 +296,20 @@ func (s *Server) infoJSON(port int) (head, tail []byte) {
 		JetStream:  o.JetStream,
 	}.withTLS(o))
 	// Fields nats-server puts after client_id/client_ip, spliced in by the loop.
+	if s.eng != nil {
+		if rc := s.eng.RouteConfig(); rc != nil {
+			tail = fmt.Appendf(tail, `,"cluster":%q`, rc.ClusterName)
+			if rc.Dynamic {
+				tail = append(tail, `,"cluster_dynamic":true`...)
+			}
+		}
+	}
 	if o.JetStream && o.JetStreamDomain != "" {
 		tail = fmt.Appendf(tail, `,"domain":%q`, o.JetStreamDomain)
+	}
+	if urls := s.clientConnectURLs(); len(urls) > 0 {
+		b, _ := json.Marshal(urls)
+		tail = fmt.Appendf(tail, `,"connect_urls":%s`, b)
 	}
 	tail = fmt.Appendf(tail, `,"api_lvl":%d,"xkey":%q`, apiLevel, s.xkey)
 	return head, tail
@@ -312,6 +330,7 @@ func (s *Server) Shutdown() {
 	s.mu.Unlock()
 	// $SYS first, as nats-server: its SHUTDOWN event leaves while the transport is up.
 	s.stopSys()
+	s.stopCluster()
 	s.stopMonitoring()
 	s.stopJetStream()
 	s.eng.Stop()

@@ -1,0 +1,263 @@
+// Package cluster decides which servers of a cluster to connect to and when: the configured
+// (explicit) routes, the servers other routes tell of (gossip, implicit routes), and
+// reconnecting after a route drops. The connections themselves, their protocol and the
+// interest they carry run on the reactors (loop/router.go).
+package cluster
+
+import (
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/natsd/natsd/loop"
+)
+
+// Engine is what the manager needs of the reactors.
+type Engine interface {
+	DialRoute(u *url.URL, explicit bool, gossipMode byte) error
+	HasRoute(id string) bool
+}
+
+// Logger is the server's logger.
+type Logger interface {
+	Noticef(format string, v ...any)
+	Errorf(format string, v ...any)
+	Debugf(format string, v ...any)
+}
+
+// Config is what the manager needs of the cluster options.
+type Config struct {
+	Routes             []*url.URL
+	Username, Password string // for implicit routes to servers that require authentication
+	ConnectRetries     int
+	ConnectBackoff     bool
+	NoAdvertise        bool
+	// ClientURLs is told the client URLs of every other server (connect_urls for clients);
+	// nil when not needed.
+	ClientURLs func(urls []string)
+}
+
+// Delays as nats-server's: a dial every second (doubling to 30 s with connect_backoff), and a
+// dropped explicit route redialled after a second plus up to 100 ms, so that two servers
+// that dropped each other's duplicate connections do not dial in lockstep again.
+const (
+	connectDelay    = time.Second
+	connectMaxDelay = 30 * time.Second
+	reconnectDelay  = time.Second
+	reconnectJitter = 100 * time.Millisecond
+)
+
+// Manager implements loop.RouteEvents.
+type Manager struct {
+	eng Engine
+	cfg Config
+	log Logger
+
+	mu      sync.Mutex
+	stopped bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	dialing map[string]bool     // host:port being dialled
+	self    map[string]bool     // URLs that led back to this server
+	urlFor  map[string]*url.URL // remote id → explicit route URL it is reached by
+	remotes map[string][]string // remote id → its client URLs
+}
+
+// New makes a manager; Start dials the configured routes.
+func New(eng Engine, cfg Config, log Logger) *Manager {
+	return &Manager{eng: eng, cfg: cfg, log: log, stop: make(chan struct{}),
+		dialing: make(map[string]bool), self: make(map[string]bool),
+		urlFor: make(map[string]*url.URL), remotes: make(map[string][]string)}
+}
+
+// Start dials every configured route (each in its own goroutine until it connects).
+func (m *Manager) Start() {
+	for _, u := range m.cfg.Routes {
+		m.connect(u, true, 0, 0)
+	}
+}
+
+// Stop ends every dial in progress and waits for them.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	if !m.stopped {
+		m.stopped = true
+		close(m.stop)
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+// SetRoutes replaces the configured routes (a reload): new ones are dialled.
+func (m *Manager) SetRoutes(routes []*url.URL) {
+	m.mu.Lock()
+	old := m.cfg.Routes
+	m.cfg.Routes = routes
+	m.mu.Unlock()
+	for _, u := range routes {
+		if !containsURL(old, u) {
+			m.connect(u, true, 0, 0)
+		}
+	}
+}
+
+func containsURL(list []*url.URL, u *url.URL) bool {
+	for _, x := range list {
+		if strings.EqualFold(x.Host, u.Host) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) configured(u *url.URL) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return containsURL(m.cfg.Routes, u)
+}
+
+// connect dials u in the background: explicit routes until they connect, implicit ones
+// connect_retries more times at most.
+func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time.Duration) {
+	m.mu.Lock()
+	if m.stopped || m.dialing[u.Host] || m.self[u.Host] {
+		m.mu.Unlock()
+		return
+	}
+	m.dialing[u.Host] = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		defer func() {
+			m.mu.Lock()
+			delete(m.dialing, u.Host)
+			m.mu.Unlock()
+		}()
+		if delay > 0 && !m.sleep(delay) {
+			return
+		}
+		wait := connectDelay
+		for attempt := 1; ; attempt++ {
+			if explicit && !m.configured(u) {
+				return
+			}
+			err := m.eng.DialRoute(u, explicit, gossipMode)
+			if err == nil {
+				return
+			}
+			if attempt == 1 || attempt%60 == 0 {
+				m.log.Errorf("Error trying to connect to route (attempt %v): %v", attempt, err)
+			} else {
+				m.log.Debugf("Error trying to connect to route (attempt %v): %v", attempt, err)
+			}
+			if !explicit && attempt > m.cfg.ConnectRetries {
+				return
+			}
+			if !m.sleep(wait) {
+				return
+			}
+			if m.cfg.ConnectBackoff {
+				wait = min(wait*2, connectMaxDelay)
+			}
+		}
+	}()
+}
+
+func (m *Manager) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-m.stop:
+		return false
+	}
+}
+
+// RouteUp records a registered route (and its clients' URLs).
+func (m *Manager) RouteUp(ri loop.RemoteRoute) {
+	m.mu.Lock()
+	if ri.Solicited && ri.Explicit && ri.URL != nil {
+		m.urlFor[ri.ID] = ri.URL
+	}
+	m.remotes[ri.ID] = ri.ConnectURLs
+	urls := m.clientURLs()
+	m.mu.Unlock()
+	if m.cfg.ClientURLs != nil && !m.cfg.NoAdvertise {
+		m.cfg.ClientURLs(urls)
+	}
+}
+
+// RouteDown redials a solicited route, unless another connection to the same server took
+// its place (it then inherits the URL to redial) or it led back to this server.
+func (m *Manager) RouteDown(ri loop.RemoteRoute, retry bool) {
+	m.mu.Lock()
+	if ri.Self && ri.URL != nil {
+		m.self[ri.URL.Host] = true
+		m.mu.Unlock()
+		m.log.Debugf("Detected route to self, ignoring %q", ri.URL.Redacted())
+		return
+	}
+	connected := ri.ID != "" && m.eng.HasRoute(ri.ID)
+	u, explicit := ri.URL, ri.Explicit
+	if ri.ID != "" {
+		if eu := m.urlFor[ri.ID]; eu != nil && !connected {
+			u, explicit = eu, true
+		}
+		if connected && ri.Solicited && ri.Explicit && ri.URL != nil {
+			m.urlFor[ri.ID] = ri.URL
+		}
+		if !connected {
+			delete(m.remotes, ri.ID)
+		}
+	}
+	urls := m.clientURLs()
+	m.mu.Unlock()
+	if !connected && m.cfg.ClientURLs != nil && !m.cfg.NoAdvertise {
+		m.cfg.ClientURLs(urls)
+	}
+	if connected || u == nil {
+		return
+	}
+	if !(ri.Solicited || retry || explicit) {
+		return
+	}
+	delay := time.Duration(rand.Int64N(int64(reconnectJitter)))
+	if explicit {
+		delay += reconnectDelay
+	}
+	m.connect(u, explicit, 0, delay)
+}
+
+// Gossip connects to a server another route told of, unless a route to it exists or is
+// configured.
+func (m *Manager) Gossip(ri loop.RemoteRoute) {
+	if ri.URL == nil || m.eng.HasRoute(ri.ID) || m.configured(ri.URL) {
+		return
+	}
+	u := *ri.URL
+	if ri.AuthReq && m.cfg.Username != "" {
+		u.User = url.UserPassword(m.cfg.Username, m.cfg.Password)
+	}
+	m.connect(&u, false, ri.GossipMode, 0)
+}
+
+// clientURLs is every other server's client URLs, once each. Callers hold m.mu.
+func (m *Manager) clientURLs() []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, l := range m.remotes {
+		for _, u := range l {
+			if !seen[u] {
+				seen[u] = true
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+var _ loop.RouteEvents = (*Manager)(nil)
