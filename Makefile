@@ -18,7 +18,7 @@ DESTDIR   ?=
 UNITDIR   ?= $(PREFIX)/lib/systemd/system
 IMAGE     ?= natsd
 
-.PHONY: all build run test vet fmt-check unit bench tools nats-server nats-cli clean install docker
+.PHONY: all build run test test-cluster vet fmt-check unit bench tools nats-server nats-cli clean install docker
 
 all: build
 
@@ -50,14 +50,21 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The whole suite, with the race detector. Fuzz targets run their seed corpora.
-# The nats CLI comes from the module proxy for the CLI tests (test/cli_test.go). The integration
-# tests and the server's TLS and auth tests run again on the netpoll engine; the hostile-client
-# test (perf/attack) measures RSS and so runs alone, after the rest.
-test: build vet fmt-check nats-cli
-	NATS_CLI=$(TOOLS)/nats $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	NATS_CLI=$(TOOLS)/nats NATSD_ENGINE=netpoll NATSD_TARGETS=natsd $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/
+# The nats CLI comes from the module proxy for the CLI tests (test/cli_test.go), nats-server for
+# the cluster tests (test/cluster_test.go: server processes joined by routes, in all-nats-server,
+# all-natsd and mixed clusters). The integration tests (the cluster ones: all-natsd only) and the
+# server's TLS and auth tests run again on the netpoll engine; the hostile-client test
+# (perf/attack) measures RSS and so runs alone, after the rest.
+test: build vet fmt-check nats-cli nats-server
+	NATS_CLI=$(TOOLS)/nats NATS_SERVER=$(TOOLS)/nats-server $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	NATS_CLI=$(TOOLS)/nats NATS_SERVER=$(TOOLS)/nats-server NATSD_ENGINE=netpoll NATSD_TARGETS=natsd $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/
 	NATSD_ENGINE=netpoll $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TLS|Auth' ./server/
 	NATSD_ATTACK_TEST=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestAttacks ./perf/attack/
+
+# The cluster tests alone; NATSD_CLUSTER_TOPOLOGIES=all-nats-server,all-natsd,mixed-natsd-seed,
+# mixed-nats-server-seed (comma-separated) picks topologies, all four by default.
+test-cluster: nats-cli nats-server
+	NATS_CLI=$(TOOLS)/nats NATS_SERVER=$(TOOLS)/nats-server $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^TestCluster$$' ./test/
 
 # Micro-benchmarks with allocation counts (parse, L1 match, publish→deliver, store).
 bench:
