@@ -232,15 +232,18 @@ type Parser struct {
 	MaxPayload int
 	// NoHeaders is set while the client has not negotiated headers:true in CONNECT. nats-server
 	// then closes silently on HPUB before judging its arguments, so even an HPUB over
-	// max_payload gets no -ERR; only this parser sees the op before that verdict.
+	// max_payload gets no -ERR; only this parser sees the op before that verdict. The same
+	// holds for a route or leaf node whose CONNECT or INFO did not announce headers (it
+	// still may send HMSG: nats-server takes those).
 	NoHeaders bool
 	// NoAccount is set, in RouteMode, on a route dedicated to one account (nats-server's
-	// pinned accounts, cluster.accounts: the route's INFO carries route_account): its RS+,
-	// RS-, LS+, LS-, RMSG, HMSG and LMSG then carry no account, and Op.Account is nil.
+	// pinned accounts: cluster.accounts, and $SYS when routes are pooled; the route's INFO
+	// carries route_account): its RS+, RS-, LS+, LS-, RMSG, HMSG and LMSG then carry no
+	// account, and Op.Account is nil.
 	NoAccount bool
 	// LeafUnsubNoOrigin is set, in RouteMode, when the route's peer announced neither "lnocu"
-	// nor "ln" (servers before 2.10): its LS- then carries no origin cluster. Its LS+ and LMSG
-	// always do.
+	// nor "ln" in its INFO or CONNECT (older servers; v2.15.2 announces both): its LS- then
+	// carries no origin cluster. Its LS+ and LMSG always do.
 	LeafUnsubNoOrigin bool
 
 	// need is the total size of the op whose control line was complete but whose body was not;
@@ -457,7 +460,7 @@ func (p *Parser) maxControlLine() int {
 	case mcl < 0:
 		return maxInt
 	}
-	if p.Mode == RouteMode || p.Mode == LeafMode {
+	if p.Mode >= RouteMode { // RouteMode, LeafMode; no other mode gets this far
 		if mcl > maxInt/peerControlLine {
 			return maxInt
 		}
