@@ -16,8 +16,9 @@ import (
 
 // Engine is what the manager needs of the reactors.
 type Engine interface {
-	DialRoute(u *url.URL, explicit bool, gossipMode byte) error
+	DialRoute(u *url.URL, explicit bool, gossipMode byte, account string) error
 	HasRoute(id string) bool
+	HasPinnedRoute(id, account string) bool
 }
 
 // Logger is the server's logger.
@@ -34,6 +35,9 @@ type Config struct {
 	ConnectRetries     int
 	ConnectBackoff     bool
 	NoAdvertise        bool
+	// Pinned are the accounts with routes of their own (with pooling): each configured route
+	// is dialled once more for each.
+	Pinned []string
 	// ClientURLs is told the client URLs of every other server (connect_urls for clients);
 	// nil when not needed.
 	ClientURLs func(urls []string)
@@ -59,7 +63,7 @@ type Manager struct {
 	stopped bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	dialing map[string]bool     // host:port being dialled
+	dialing map[string]bool     // host:port (and pinned account) being dialled
 	self    map[string]bool     // URLs that led back to this server
 	urlFor  map[string]*url.URL // remote id → explicit route URL it is reached by
 	remotes map[string][]string // remote id → its client URLs
@@ -75,7 +79,12 @@ func New(eng Engine, cfg Config, log Logger) *Manager {
 // Start dials every configured route (each in its own goroutine until it connects).
 func (m *Manager) Start() {
 	for _, u := range m.cfg.Routes {
-		m.connect(u, true, 0, 0)
+		m.connect(u, true, 0, 0, "")
+	}
+	for _, acc := range m.cfg.Pinned {
+		for _, u := range m.cfg.Routes {
+			m.connect(u, true, 0, 0, acc)
+		}
 	}
 }
 
@@ -98,7 +107,10 @@ func (m *Manager) SetRoutes(routes []*url.URL) {
 	m.mu.Unlock()
 	for _, u := range routes {
 		if !containsURL(old, u) {
-			m.connect(u, true, 0, 0)
+			m.connect(u, true, 0, 0, "")
+			for _, acc := range m.cfg.Pinned {
+				m.connect(u, true, 0, 0, acc)
+			}
 		}
 	}
 }
@@ -118,22 +130,23 @@ func (m *Manager) configured(u *url.URL) bool {
 	return containsURL(m.cfg.Routes, u)
 }
 
-// connect dials u in the background: explicit routes until they connect, implicit ones
-// connect_retries more times at most.
-func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time.Duration) {
+// connect dials u in the background (for a pinned account's own route when account is
+// set): explicit routes until they connect, implicit ones connect_retries more times at most.
+func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time.Duration, account string) {
+	key := u.Host + " " + account
 	m.mu.Lock()
-	if m.stopped || m.dialing[u.Host] || m.self[u.Host] {
+	if m.stopped || m.dialing[key] || m.self[u.Host] {
 		m.mu.Unlock()
 		return
 	}
-	m.dialing[u.Host] = true
+	m.dialing[key] = true
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
 		defer func() {
 			m.mu.Lock()
-			delete(m.dialing, u.Host)
+			delete(m.dialing, key)
 			m.mu.Unlock()
 		}()
 		if delay > 0 && !m.sleep(delay) {
@@ -144,7 +157,7 @@ func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time
 			if explicit && !m.configured(u) {
 				return
 			}
-			err := m.eng.DialRoute(u, explicit, gossipMode)
+			err := m.eng.DialRoute(u, explicit, gossipMode, account)
 			if err == nil {
 				return
 			}
@@ -191,14 +204,45 @@ func (m *Manager) RouteUp(ri loop.RemoteRoute) {
 	}
 }
 
+// PoolNext dials the next connection of a pool.
+func (m *Manager) PoolNext(ri loop.RemoteRoute) {
+	if ri.URL != nil {
+		m.connect(ri.URL, ri.Explicit, 0, 0, "")
+	}
+}
+
 // RouteDown redials a solicited route, unless another connection to the same server took
-// its place (it then inherits the URL to redial) or it led back to this server.
+// its place (it then inherits the URL to redial) or it led back to this server. Each
+// connection of a pool, and each pinned account's route, is redialled on its own.
 func (m *Manager) RouteDown(ri loop.RemoteRoute, retry bool) {
 	m.mu.Lock()
 	if ri.Self && ri.URL != nil {
 		m.self[ri.URL.Host] = true
 		m.mu.Unlock()
 		m.log.Debugf("Detected route to self, ignoring %q", ri.URL.Redacted())
+		return
+	}
+	if ri.ID != "" && !m.eng.HasRoute(ri.ID) {
+		delete(m.remotes, ri.ID)
+	}
+	if ri.NoRetry || !(ri.Solicited || retry) || (ri.Account != "" && ri.ID != "" && m.eng.HasPinnedRoute(ri.ID, ri.Account)) {
+		urls := m.clientURLs()
+		m.mu.Unlock()
+		m.tellURLs(urls)
+		return
+	}
+	if ri.Pooled || ri.Account != "" {
+		urls := m.clientURLs()
+		m.mu.Unlock()
+		m.tellURLs(urls)
+		if ri.URL == nil {
+			return
+		}
+		delay := time.Duration(rand.Int64N(int64(reconnectJitter)))
+		if ri.Explicit {
+			delay += reconnectDelay
+		}
+		m.connect(ri.URL, ri.Explicit, 0, delay, ri.Account)
 		return
 	}
 	connected := ri.ID != "" && m.eng.HasRoute(ri.ID)
@@ -216,33 +260,43 @@ func (m *Manager) RouteDown(ri loop.RemoteRoute, retry bool) {
 	}
 	urls := m.clientURLs()
 	m.mu.Unlock()
-	if !connected && m.cfg.ClientURLs != nil && !m.cfg.NoAdvertise {
-		m.cfg.ClientURLs(urls)
+	if !connected {
+		m.tellURLs(urls)
 	}
 	if connected || u == nil {
-		return
-	}
-	if !(ri.Solicited || retry || explicit) {
 		return
 	}
 	delay := time.Duration(rand.Int64N(int64(reconnectJitter)))
 	if explicit {
 		delay += reconnectDelay
 	}
-	m.connect(u, explicit, 0, delay)
+	m.connect(u, explicit, 0, delay, "")
+}
+
+func (m *Manager) tellURLs(urls []string) {
+	if m.cfg.ClientURLs != nil && !m.cfg.NoAdvertise {
+		m.cfg.ClientURLs(urls)
+	}
 }
 
 // Gossip connects to a server another route told of, unless a route to it exists or is
 // configured.
 func (m *Manager) Gossip(ri loop.RemoteRoute) {
-	if ri.URL == nil || m.eng.HasRoute(ri.ID) || m.configured(ri.URL) {
+	if ri.URL == nil || m.configured(ri.URL) {
+		return
+	}
+	if ri.Account != "" {
+		if len(m.cfg.Pinned) == 0 || m.eng.HasPinnedRoute(ri.ID, ri.Account) {
+			return
+		}
+	} else if m.eng.HasRoute(ri.ID) {
 		return
 	}
 	u := *ri.URL
 	if ri.AuthReq && m.cfg.Username != "" {
 		u.User = url.UserPassword(m.cfg.Username, m.cfg.Password)
 	}
-	m.connect(&u, false, ri.GossipMode, 0)
+	m.connect(&u, false, ri.GossipMode, 0, ri.Account)
 }
 
 // clientURLs is every other server's client URLs, once each. Callers hold m.mu.

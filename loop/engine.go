@@ -170,6 +170,11 @@ func New(cfg Config) *Engine {
 	// other than the system account, before its first connection: clients and tools see
 	// the same numbers here (ConfigureAccounts counts the accounts).
 	e.cid.Store(firstCID - 1)
+	if cfg.Cluster != nil {
+		// Count local interest from the first subscription on (imports subscribe before
+		// Start), so that a route coming up later is told all of it.
+		e.clustered.Store(true)
+	}
 	e.global = e.account(GlobalAccount, true)
 	return e
 }
@@ -189,11 +194,6 @@ func (e *Engine) Start() error {
 		e.drv = &netpollDriver{e: e}
 	default:
 		return fmt.Errorf("unknown engine %q", e.cfg.Engine)
-	}
-	if e.cfg.Cluster != nil {
-		// Count local interest from the first subscription on, so that a route coming up
-		// later is told all of it.
-		e.clustered.Store(true)
 	}
 	addr, err := e.drv.start()
 	if err != nil {
@@ -338,7 +338,7 @@ func (e *Engine) EnterLameDuck(d, grace time.Duration) {
 	}
 	if cfg := e.rt.cfg.Load(); cfg != nil {
 		// The other servers stop offering our client URL to their clients.
-		ldm := e.routeInfoLine(cfg, false)
+		ldm := e.routeInfoLine(cfg, false, 0, "")
 		for _, rc := range e.routeList() {
 			rc.sendRouteProto(ldm, nil)
 		}

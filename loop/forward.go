@@ -20,12 +20,15 @@ type routeTarget struct {
 // choice). A message from a route goes to local subscribers only, and to the queue groups
 // its sender named.
 func (r *reactor) routeClustered(acc *Account, res *sublist.Result[*sub], from *client, m *parser.Op, depth int) bool {
-	fromRoute := from.kind == kindRouter
+	// local: no route takes this message (it came from one, or through an imported stream);
+	// filter: it came straight from a route, whose sender named the queue groups to serve.
+	local := from.kind == kindRouter || r.localOnly > 0
+	filter := from.kind == kindRouter && r.localOnly == 0
 	rts := r.rts[depth][:0]
 	delivered := false
 	for _, s := range res.Plain {
 		if s.remote {
-			if !fromRoute && !s.gone.Load() {
+			if !local && !s.gone.Load() {
 				rts = addTarget(rts, s.c, "")
 			}
 			continue
@@ -38,8 +41,8 @@ func (r *reactor) routeClustered(acc *Account, res *sublist.Result[*sub], from *
 		}
 	}
 	for _, g := range res.Queues {
-		if fromRoute {
-			if queueListed(m.Queues, g[0].queue) && r.deliverLocalQueue(g, from, m, depth) {
+		if local {
+			if (!filter || queueListed(m.Queues, g[0].queue)) && r.deliverLocalQueue(g, from, m, depth) {
 				delivered = true
 			}
 			continue
@@ -176,8 +179,10 @@ func (r *reactor) sendRouted(t *routeTarget, acc *Account, m *parser.Op) bool {
 	} else {
 		b = append(b, "RMSG "...)
 	}
-	b = append(b, acc.Name...)
-	b = append(b, ' ')
+	if rc.route.pinned == "" {
+		b = append(b, acc.Name...)
+		b = append(b, ' ')
+	}
 	b = append(b, m.Subject...)
 	b = append(b, ' ')
 	if len(t.queues) > 0 {

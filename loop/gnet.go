@@ -31,6 +31,15 @@ type gnetDriver struct {
 
 	mu      sync.Mutex
 	kickers []*gnetKicker
+	// regMu serialises Engine.Register: its round-robin balancer is not safe for
+	// concurrent callers (client acceptor, route acceptor, route dials, kickers).
+	regMu sync.Mutex
+}
+
+func (d *gnetDriver) register(ctx context.Context) (<-chan gnet.RegisteredResult, error) {
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	return d.eng.Register(ctx)
 }
 
 // gnetConn adapts gnet.Conn to Conn.

@@ -73,7 +73,7 @@ func (d *gnetDriver) acceptLoop(ln net.Listener) {
 			continue
 		}
 		pause = 0
-		ch, err := d.eng.Register(gnet.NewNetConnContext(context.Background(), c))
+		ch, err := d.register(gnet.NewNetConnContext(context.Background(), c))
 		if err != nil {
 			c.Close()
 			if d.e.stopping.Load() {

@@ -34,7 +34,7 @@ func (d *gnetDriver) seedKickers() {
 		}
 		k := &gnetKicker{wfd: wfd}
 		ctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), theirs), k)
-		res, err := d.eng.Register(ctx)
+		res, err := d.register(ctx)
 		if err != nil {
 			theirs.Close()
 			unix.Close(wfd)

@@ -87,7 +87,7 @@ func (d *gnetDriver) acceptRoutes(ln net.Listener) {
 // enroll hands a socket to a reactor; OnOpen finds ctx as its context.
 func (d *gnetDriver) enroll(c net.Conn, ctx any) error {
 	gctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), c), ctx)
-	ch, err := d.eng.Register(gctx)
+	ch, err := d.register(gctx)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ const routeDialTimeout = time.Second
 
 // DialRoute connects to the route URL u and runs the connection on a reactor. It blocks
 // for the dial only; the handshake continues on the reactor (RouteEvents tell the outcome).
-func (e *Engine) DialRoute(u *url.URL, explicit bool, gossipMode byte) error {
+func (e *Engine) DialRoute(u *url.URL, explicit bool, gossipMode byte, account string) error {
 	d, ok := e.drv.(*gnetDriver)
 	if !ok || e.rt.cfg.Load() == nil {
 		return errors.New("clustering is not enabled")
@@ -116,7 +116,7 @@ func (e *Engine) DialRoute(u *url.URL, explicit bool, gossipMode byte) error {
 	if err != nil {
 		return err
 	}
-	if err := d.enroll(c, &routeSocket{intent: &RouteIntent{URL: u, Explicit: explicit, GossipMode: gossipMode}}); err != nil {
+	if err := d.enroll(c, &routeSocket{intent: &RouteIntent{URL: u, Explicit: explicit, GossipMode: gossipMode, Account: account}}); err != nil {
 		c.Close()
 		return err
 	}

@@ -147,7 +147,13 @@ func (e *Engine) addStreamImport(to *Account, si StreamImport) error {
 	same := tr == nil && local == si.Subject
 	ic := to.internalClient()
 	s, err := ic.subscribe(from, si.Subject, "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
-		return r.route(to, pub, r.retarget(m, depth, tr, same, local), depth+1)
+		// Imported streams reach this server's subscribers only: every server of a cluster
+		// imports for its own (nats-server's shadow subscriptions), so passing the message
+		// on to routes would deliver it twice.
+		r.localOnly++
+		ok := r.route(to, pub, r.retarget(m, depth, tr, same, local), depth+1)
+		r.localOnly--
+		return ok
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 package loop
 
 import (
+	"hash/fnv"
+	"slices"
 	"sync"
 )
 
@@ -75,18 +77,65 @@ func (e *Engine) interestChanged(a *Account, subject, queue string, delta int32,
 	if len(routes) == 0 {
 		return
 	}
-	var frame []byte
-	if n > 0 {
-		frame = appendRSub(nil, a.Name, subject, queue, n)
-	} else {
-		frame = appendRUnsub(nil, a.Name, subject, queue)
-	}
+	idx, pinned := e.poolPlace(a)
+	var frame, bare []byte
 	for _, rc := range routes {
-		if !rc.route.imports(subject) {
+		if !rc.route.carries(a, idx, pinned) || !rc.route.imports(subject) {
 			continue
+		}
+		if rc.route.pinned != "" {
+			if bare == nil {
+				bare = appendInterest(nil, "", subject, queue, n)
+			}
+			rc.sendRouteProto(bare, r)
+			continue
+		}
+		if frame == nil {
+			frame = appendInterest(nil, a.Name, subject, queue, n)
 		}
 		rc.sendRouteProto(frame, r)
 	}
+}
+
+// appendInterest is RS+ (n > 0: n members) or RS-; acc "" leaves the account out (a pinned
+// account's own route).
+func appendInterest(b []byte, acc, subject, queue string, n int32) []byte {
+	if n > 0 {
+		return appendRSub(b, acc, subject, queue, n)
+	}
+	return appendRUnsub(b, acc, subject, queue)
+}
+
+// poolPlace is where account a's interest and messages go: its pool index (nats-server's
+// fnv32a of the name modulo the pool size), or pinned to a route of its own.
+func (e *Engine) poolPlace(a *Account) (idx int, pinned bool) {
+	cfg := e.rt.cfg.Load()
+	if cfg == nil || cfg.PoolSize <= 0 {
+		return 0, false
+	}
+	if slices.Contains(cfg.Pinned, a.Name) {
+		return -1, true
+	}
+	if cfg.PoolSize == 1 {
+		return 0, false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(a.Name))
+	return int(h.Sum32() % uint32(cfg.PoolSize)), false
+}
+
+// carries reports whether account a's traffic uses this route: its pinned route, its pool
+// slot, or the single route to a server without pooling.
+func (rs *routeState) carries(a *Account, idx int, pinned bool) bool {
+	switch {
+	case rs.pinned != "":
+		return rs.pinned == a.Name
+	case rs.noPool:
+		return true
+	case pinned:
+		return false
+	}
+	return rs.poolIdx == idx
 }
 
 // sendInterest writes all of the server's local interest to a route that has just come up.
@@ -103,12 +152,20 @@ func (e *Engine) sendInterest(rc *client) {
 		}
 	}()
 	for _, a := range e.Accounts() {
+		idx, pinned := e.poolPlace(a)
+		if !rc.route.carries(a, idx, pinned) {
+			continue
+		}
+		name := a.Name
+		if rc.route.pinned != "" {
+			name = ""
+		}
 		for key, n := range a.interest.rm {
 			subject, queue := splitInterestKey(key)
 			if !rc.route.imports(subject) {
 				continue
 			}
-			buf = appendRSub(buf, a.Name, subject, queue, n)
+			buf = appendRSub(buf, name, subject, queue, n)
 		}
 	}
 	e.addRoute(rc)
@@ -128,8 +185,10 @@ func splitInterestKey(key string) (subject, queue string) {
 
 func appendRSub(b []byte, acc, subject, queue string, weight int32) []byte {
 	b = append(b, "RS+ "...)
-	b = append(b, acc...)
-	b = append(b, ' ')
+	if acc != "" {
+		b = append(b, acc...)
+		b = append(b, ' ')
+	}
 	b = append(b, subject...)
 	if queue != "" {
 		b = append(b, ' ')
@@ -142,8 +201,10 @@ func appendRSub(b []byte, acc, subject, queue string, weight int32) []byte {
 
 func appendRUnsub(b []byte, acc, subject, queue string) []byte {
 	b = append(b, "RS- "...)
-	b = append(b, acc...)
-	b = append(b, ' ')
+	if acc != "" {
+		b = append(b, acc...)
+		b = append(b, ' ')
+	}
 	b = append(b, subject...)
 	if queue != "" {
 		b = append(b, ' ')

@@ -30,6 +30,9 @@ type reactor struct {
 	fwd   [maxRouteDepth]parser.Op
 	hmsg  [maxRouteDepth]Msg
 	rts   [maxRouteDepth][]routeTarget // remote servers a message goes to (forward.go)
+	// localOnly is set while a message is routed for this server's subscribers only (an
+	// imported stream): route subscriptions do not take it.
+	localOnly int
 	pubOp parser.Op
 
 	// local holds this reactor's connections with frames queued during the current batch;

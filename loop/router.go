@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,10 +24,12 @@ import (
 // interest, held in the accounts' sublists as subscriptions of the route) and RMSG (messages
 // for local subscribers only: never passed on to another route).
 //
-// natsd speaks the route protocol without connection pools: one connection per remote server
-// carries every account, the way nats-server talks to a server that has pooling off
-// (pool_size: -1) or predates it; nats-server then sends account names in every RS+/RS-/RMSG
-// on that connection, as natsd does.
+// As nats-server 2.10+, routes are pooled: with pool_size N, each pair of servers keeps N
+// connections and an account's interest and messages travel on connection
+// fnv32a(account) % N; pinned accounts (cluster accounts, and the system account) get a
+// connection of their own, on which the account is left out of every RS+/RS-/RMSG. Only the
+// server that dials opens the pool's further connections, one after the other. A server
+// without pooling (pool_size: -1, or an older one) gets a single connection for everything.
 
 // RouteConfig is what the loop needs to run the cluster's connections.
 type RouteConfig struct {
@@ -58,6 +61,11 @@ type RouteConfig struct {
 	PingInterval time.Duration
 	MaxPingsOut  int
 
+	// PoolSize is the number of connections to each server (<= 0: no pooling); Pinned are
+	// the accounts with a connection of their own (only with pooling).
+	PoolSize int
+	Pinned   []string
+
 	// Import limits the interest we tell other servers of (what we accept from them);
 	// Export the interest they may tell us of (what we send them). nil: everything.
 	Import, Export *auth.SubjectPermission
@@ -74,6 +82,8 @@ type RouteEvents interface {
 	// RouteDown: a registered route, or an attempt that never registered, closed. Solicited
 	// routes learn here whether to dial again (retry: a duplicate was closed in its favour).
 	RouteDown(ri RemoteRoute, retry bool)
+	// PoolNext: a pooled route we dialled is up and its pool is not full: dial the next.
+	PoolNext(ri RemoteRoute)
 	// Gossip: a route told us of another server of the cluster (an implicit route).
 	Gossip(ri RemoteRoute)
 }
@@ -88,7 +98,9 @@ type RemoteRoute struct {
 	AuthReq     bool
 	GossipMode  byte
 	ConnectURLs []string
-	Account     string // route_account: a pinned-account route (refused: natsd does not pool)
+	Account     string // the pinned account of a dedicated route
+	Pooled      bool   // one of a pool of connections to that server
+	NoRetry     bool   // closed for good: a full pool, or a pinned route the remote cannot take
 }
 
 // Gossip modes in INFO (nats-server's values).
@@ -161,8 +173,18 @@ type routeState struct {
 	gossipMode          byte // the mode the INFO that made us dial asked for
 	connected           bool // the remote's CONNECT was accepted (accepted routes)
 	registered          bool // in the engine's route table
-	retry               bool // a duplicate of this route was closed: redial if it goes
+	retry               atomic.Bool // a duplicate of this route was closed: redial if it goes
+	noRetry             bool        // closed for a reason a redial would meet again
 	self                bool
+	// Pooling: the slot this connection holds in its remote's pool, or the account it is
+	// dedicated to (pinned, with its Account); noPool when it is the only connection to a
+	// server without pooling (or we have none). startNext: dial the pool's next connection
+	// once the remote answers our PING (it accepted this one).
+	poolIdx   int
+	pinned    string
+	pinnedAcc *Account
+	noPool    bool
+	startNext bool
 	remote              routeInfo
 	infoSeen            bool
 	perms               *auth.Perms // cluster permissions: Publish = import, Subscribe = export
@@ -191,7 +213,7 @@ func (rs *routeState) exports(subject, queue string) bool {
 // routeTable is the engine's registered routes, by remote server id.
 type routeTable struct {
 	mu   sync.Mutex
-	byID map[string]*client
+	byID map[string]*remoteConns
 	list atomic.Pointer[[]*client]
 	cfg  atomic.Pointer[RouteConfig]
 	addr *net.TCPAddr
@@ -216,12 +238,39 @@ func (e *Engine) addRoute(rc *client) {
 	t.list.Store(&l)
 }
 
+// remoteConns are the connections to one remote server: its pool's slots (one slot without
+// pooling) and its dedicated (pinned account) routes.
+type remoteConns struct {
+	slots  []*client
+	pinned map[string]*client
+}
+
+func (rc *remoteConns) count() int {
+	n := len(rc.pinned)
+	for _, c := range rc.slots {
+		if c != nil {
+			n++
+		}
+	}
+	return n
+}
+
 func (e *Engine) dropRoute(rc *client) {
 	t := &e.rt
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.byID[rc.route.remote.ID] == rc {
-		delete(t.byID, rc.route.remote.ID)
+	if r := t.byID[rc.route.remote.ID]; r != nil {
+		for i, c := range r.slots {
+			if c == rc {
+				r.slots[i] = nil
+			}
+		}
+		if r.pinned[rc.route.pinned] == rc {
+			delete(r.pinned, rc.route.pinned)
+		}
+		if r.count() == 0 {
+			delete(t.byID, rc.route.remote.ID)
+		}
 	}
 	old := e.routeList()
 	l := make([]*client, 0, len(old))
@@ -233,30 +282,105 @@ func (e *Engine) dropRoute(rc *client) {
 	t.list.Store(&l)
 }
 
-// claimRoute registers rc as the route to its remote; false when there already is one (a
-// duplicate, which the caller closes: the existing route stays and redials if it goes).
-func (e *Engine) claimRoute(rc *client) bool {
+// claimRoute registers rc in its remote's connections: in its pinned account's place, in pool
+// slot idx (accepted) or the first free one (dialled, idx < 0) of a pool of size, or alone
+// (size 0: no pooling). It reports the slot taken (-1 for none: a duplicate or a full pool,
+// which the caller closes; the connection that holds the place redials if it goes), whether
+// rc is the first connection to that server of its kind (the pool, or any for a pinned
+// route), and how many the pool now holds.
+func (e *Engine) claimRoute(rc *client, idx, size int) (slot int, first bool, held int) {
 	t := &e.rt
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := rc.route.remote.ID
-	if old := t.byID[id]; old != nil && old != rc {
-		old.route.retry = true
-		return false
+	r := t.byID[id]
+	if r == nil {
+		r = &remoteConns{}
+		if t.byID == nil {
+			t.byID = make(map[string]*remoteConns)
+		}
+		t.byID[id] = r
 	}
-	if t.byID == nil {
-		t.byID = make(map[string]*client)
+	if acc := rc.route.pinned; acc != "" {
+		first = r.count() == 0
+		if old := r.pinned[acc]; old != nil {
+			old.route.retry.Store(true)
+			return -1, false, 0
+		}
+		if r.pinned == nil {
+			r.pinned = make(map[string]*client)
+		}
+		r.pinned[acc] = rc
+		return 0, first, 1
 	}
-	t.byID[id] = rc
-	return true
+	// For a pool, "first" is its first connection: the one other servers hear of.
+	first = true
+	for _, c := range r.slots {
+		if c != nil {
+			first = false
+		}
+	}
+	n := max(size, 1)
+	for len(r.slots) < n {
+		r.slots = append(r.slots, nil)
+	}
+	if idx < 0 {
+		for i, c := range r.slots {
+			if c == nil {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			return -1, false, len(r.slots)
+		}
+	} else if idx >= len(r.slots) {
+		return -1, false, 0
+	}
+	if old := r.slots[idx]; old != nil {
+		old.route.retry.Store(true)
+		return -1, false, 0
+	}
+	r.slots[idx] = rc
+	for _, c := range r.slots {
+		if c != nil {
+			held++
+		}
+	}
+	return idx, first, held
 }
 
-// HasRoute reports whether a route to the server with this id is registered.
+// HasRoute reports whether a route to the server with this id is registered (one that
+// carries accounts other than pinned ones: a pool's, or the single route).
 func (e *Engine) HasRoute(id string) bool {
 	t := &e.rt
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.byID[id] != nil
+	if r := t.byID[id]; r != nil {
+		for _, c := range r.slots {
+			if c != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// HasPinnedRoute reports whether the server with this id has a route dedicated to acc.
+func (e *Engine) HasPinnedRoute(id, acc string) bool {
+	t := &e.rt
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.byID[id]
+	return r != nil && r.pinned[acc] != nil
+}
+
+// NumRemotes is the number of servers routes connect us to.
+func (e *Engine) NumRemotes() int {
+	t := &e.rt
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
 }
 
 // RouteAddr is the route listener's bound address (nil without one).
@@ -301,11 +425,16 @@ func (e *Engine) openRoute(conn Conn, r *reactor, ri *RouteIntent) (c *client, g
 		c.route.explicit = ri.Explicit
 		c.route.url = ri.URL
 		c.route.gossipMode = ri.GossipMode
+		c.route.pinned = ri.Account
+		// Our INFO waits for the remote's: it names the pool slot we take (nats-server's
+		// dialling side does the same).
 		greeting = e.routeConnectLine(cfg, ri.URL)
-	} else if cfg.Username != "" {
-		c.authDeadline = c.start + int64(cfg.AuthTimeout)
+	} else {
+		if cfg.Username != "" {
+			c.authDeadline = c.start + int64(cfg.AuthTimeout)
+		}
+		greeting = e.routeInfoLine(cfg, true, 0, "")
 	}
-	greeting = append(greeting, e.routeInfoLine(cfg, true)...)
 	if e.cfg.Log != nil {
 		e.cfg.Log.Noticef("%s:%d - rid:%d - Route connection created", c.ip, c.port, c.cid)
 	}
@@ -320,6 +449,7 @@ type RouteIntent struct {
 	URL        *url.URL
 	Explicit   bool
 	GossipMode byte
+	Account    string // a route dedicated to this pinned account
 }
 
 func (c *client) pingInterval() time.Duration {
@@ -384,9 +514,15 @@ func (e *Engine) routeInfoStruct(cfg *RouteConfig) routeInfo {
 	return ri
 }
 
-// routeInfoLine is our route INFO; the first one on a connection carries a nonce.
-func (e *Engine) routeInfoLine(cfg *RouteConfig, nonce bool) []byte {
+// routeInfoLine is our route INFO; the first one on a connection carries a nonce, and a
+// dialled connection's its pool slot or pinned account.
+func (e *Engine) routeInfoLine(cfg *RouteConfig, nonce bool, poolIdx int, account string) []byte {
 	ri := e.routeInfoStruct(cfg)
+	if cfg.PoolSize > 0 {
+		ri.RoutePoolSize = cfg.PoolSize
+		ri.RoutePoolIdx = poolIdx
+		ri.RouteAccount = account
+	}
 	if nonce {
 		var raw [11]byte
 		_, _ = rand.Read(raw[:])
@@ -437,6 +573,12 @@ func (c *client) processRoute(op *parser.Op) {
 		if c.rttStart != 0 {
 			c.rtt = time.Now().UnixNano() - c.rttStart
 			c.rttStart = 0
+		}
+		if rs.startNext {
+			rs.startNext = false
+			if cfg := c.r.e.rt.cfg.Load(); cfg.Events != nil {
+				cfg.Events.PoolNext(c.remoteRoute())
+			}
 		}
 	case parser.KindConnect:
 		c.processRouteConnect(op.Arg)
@@ -548,18 +690,52 @@ func (c *client) processRouteInfo(arg []byte) {
 		c.markClosing("Duplicate Server Name")
 		return
 	}
-	if info.RouteAccount != "" {
-		txt := fmt.Sprintf("Not possible to have a dedicated route for account %q between those servers", info.RouteAccount)
-		if l := c.routeLog(); l != nil {
-			l.Debugf("%s:%d - rid:%d - %s", c.ip, c.port, c.cid, txt)
-		}
-		c.closeWithErr(txt, closeProtocol)
-		return
-	}
 	rs.infoSeen = true
 	rs.remote = info
 	if rs.solicited {
 		rs.headers = info.Headers
+	}
+	if !rs.solicited && info.RouteAccount != "" {
+		rs.pinned = info.RouteAccount
+	}
+	// Where this connection goes: a pinned account's own route, a slot of the pool, or the
+	// only route to a server that does not pool (nats-server's addRoute checks and texts).
+	pooled := cfg.PoolSize > 0 && info.RoutePoolSize > 0
+	size := 0
+	if pooled {
+		size = max(cfg.PoolSize, info.RoutePoolSize)
+	}
+	idx := -1
+	if acc := rs.pinned; acc != "" {
+		if !pooled {
+			rs.noRetry = true
+			if rs.solicited {
+				c.markClosing(closeProtocol)
+			} else {
+				c.closeWithErr(fmt.Sprintf("Not possible to have a dedicated route for account %q between those servers", acc), closeProtocol)
+			}
+			return
+		}
+		if !slices.Contains(cfg.Pinned, acc) {
+			c.closeWithErr(fmt.Sprintf("No route for account %q", acc), closeProtocol)
+			return
+		}
+		if rs.pinnedAcc = e.account(acc, false); rs.pinnedAcc == nil {
+			c.closeWithErr(fmt.Sprintf("Unable to lookup account %q: %v", acc, "account not found"), "Missing Account")
+			return
+		}
+	} else if !pooled {
+		rs.noPool = true
+		idx = 0
+	} else if !rs.solicited {
+		if info.RoutePoolIdx < 0 || info.RoutePoolIdx >= size {
+			c.closeWithErr(fmt.Sprintf("Invalid route pool index: %v - pool size is %v", info.RoutePoolIdx, info.RoutePoolSize), closeProtocol)
+			return
+		}
+		idx = info.RoutePoolIdx
+	} else if info.RoutePoolIdx != 0 {
+		c.closeWithErr(fmt.Sprintf("Route pool index should not be set but is set to %v", info.RoutePoolIdx), closeProtocol)
+		return
 	}
 	if rs.url == nil {
 		if u, err := url.Parse("nats-route://" + net.JoinHostPort(info.Host, strconv.Itoa(info.Port)) + "/"); err == nil {
@@ -569,21 +745,46 @@ func (c *client) processRouteInfo(arg []byte) {
 	if info.IP == "" {
 		rs.remote.IP = "nats-route://" + net.JoinHostPort(c.ip, strconv.Itoa(info.Port)) + "/"
 	}
-	if !e.claimRoute(c) {
+	slot, first, held := e.claimRoute(c, idx, size)
+	if slot < 0 {
 		if l := c.routeLog(); l != nil {
-			l.Debugf("%s:%d - rid:%d - Detected duplicate remote route %q", c.ip, c.port, c.cid, info.ID)
+			if held > 0 {
+				l.Debugf("%s:%d - rid:%d - Route pool size reached, closing extra connection to %q", c.ip, c.port, c.cid, info.ID)
+			} else {
+				l.Debugf("%s:%d - rid:%d - Detected duplicate remote route %q", c.ip, c.port, c.cid, info.ID)
+			}
 		}
+		rs.noRetry = held > 0
 		c.markClosing("Duplicate Route")
 		return
 	}
+	rs.poolIdx = slot
 	rs.registered = true
 	c.name = info.Name
-	if l := c.routeLog(); l != nil {
-		l.Debugf("%s:%d - rid:%d - Registering remote route %q", c.ip, c.port, c.cid, info.ID)
+	if rs.pinned != "" {
+		// The account is not on the wire any more, from either side.
+		c.p.NoAccount = true
 	}
-	e.forwardRouteInfo(c)
+	if l := c.routeLog(); l != nil {
+		if rs.pinned != "" {
+			l.Debugf("%s:%d - rid:%d - Registering remote route %q for account %q", c.ip, c.port, c.cid, info.ID, rs.pinned)
+		} else {
+			l.Debugf("%s:%d - rid:%d - Registering remote route %q", c.ip, c.port, c.cid, info.ID)
+		}
+	}
+	if rs.solicited {
+		c.send(e.routeInfoLine(cfg, true, slot, rs.pinned))
+	}
+	if first || rs.pinned != "" {
+		e.forwardRouteInfo(c)
+	}
 	e.sendInterest(c)
-	if ev := cfg.Events; ev != nil {
+	if rs.solicited && pooled && rs.pinned == "" && held < size {
+		// The next connection of the pool once the remote has answered on this one.
+		rs.startNext = true
+		c.send(pingLine)
+	}
+	if ev := cfg.Events; ev != nil && (first || rs.pinned != "") {
 		ev.RouteUp(c.remoteRoute())
 	}
 }
@@ -592,7 +793,8 @@ func (c *client) remoteRoute() RemoteRoute {
 	rs := c.route
 	ri := RemoteRoute{ID: rs.remote.ID, Name: rs.remote.Name, URL: rs.url, Solicited: rs.solicited,
 		Explicit: rs.explicit, Self: rs.self, AuthReq: rs.remote.AuthRequired,
-		GossipMode: rs.remote.GossipMode, ConnectURLs: rs.remote.ConnectURLs, Account: rs.remote.RouteAccount}
+		GossipMode: rs.remote.GossipMode, ConnectURLs: rs.remote.ConnectURLs, Account: rs.pinned,
+		Pooled: !rs.noPool && rs.pinned == "", NoRetry: rs.noRetry}
 	return ri
 }
 
@@ -602,11 +804,12 @@ func (c *client) routeAsyncInfo(info *routeInfo) {
 	rs := c.route
 	cfg := c.r.e.rt.cfg.Load()
 	if info.ID != rs.remote.ID {
-		if info.ID == cfg.ServerID || info.RouteAccount != "" {
+		if info.ID == cfg.ServerID {
 			return
 		}
 		if ev := cfg.Events; ev != nil {
-			ri := RemoteRoute{ID: info.ID, Name: info.Name, AuthReq: info.AuthRequired, GossipMode: info.GossipMode}
+			ri := RemoteRoute{ID: info.ID, Name: info.Name, AuthReq: info.AuthRequired, GossipMode: info.GossipMode,
+				Account: info.RouteAccount}
 			addr := info.IP
 			if addr == "" {
 				addr = "nats-route://" + net.JoinHostPort(info.Host, strconv.Itoa(info.Port)) + "/"
@@ -639,15 +842,22 @@ func (e *Engine) forwardRouteInfo(nc *client) {
 	}
 	info := rs.remote
 	info.Nonce = ""
+	info.RouteAccount = rs.pinned
+	info.RoutePoolIdx = 0
 	gen := func(gm byte) []byte {
 		info.GossipMode = gm
 		b, _ := json.Marshal(&info)
 		return append(append([]byte("INFO "), b...), '\r', '\n')
 	}
+	told := make(map[string]bool)
 	for _, r := range e.routeList() {
-		if r == nc || r.route.remote.ID == rs.remote.ID {
+		if r == nc || r.route.remote.ID == rs.remote.ID || told[r.route.remote.ID] {
 			continue
 		}
+		if rs.pinned != "" && r.route.noPool {
+			continue // a server without pooling cannot take a pinned route
+		}
+		told[r.route.remote.ID] = true
 		var gm byte = gossipDefault
 		switch {
 		case (!rs.solicited && r.route.explicit) || (rs.solicited && rs.explicit):
@@ -679,7 +889,10 @@ func (c *client) sendRouteProto(b []byte, r *reactor) {
 // processRemoteSub holds the remote's interest as a subscription of the route.
 func (c *client) processRemoteSub(op *parser.Op) {
 	e := c.r.e
-	acc := e.account(string(op.Account), false)
+	acc := c.route.pinnedAcc
+	if acc == nil {
+		acc = e.account(string(op.Account), false)
+	}
 	if acc == nil {
 		if l := c.routeLog(); l != nil {
 			l.Debugf("%s:%d - rid:%d - Unknown account %q for remote subject %q", c.ip, c.port, c.cid, op.Account, op.Subject)
@@ -741,7 +954,9 @@ func (c *client) processRoutedMsg(op *parser.Op) {
 	rs.inMsgs.Add(1)
 	rs.inBytes.Add(int64(len(op.Msg)))
 	acc := c.acc
-	if string(op.Account) != acc.Name {
+	if pa := rs.pinnedAcc; pa != nil {
+		acc = pa
+	} else if string(op.Account) != acc.Name {
 		acc = c.r.e.account(string(op.Account), false)
 		if acc == nil {
 			if l := c.routeLog(); l != nil {
@@ -749,6 +964,11 @@ func (c *client) processRoutedMsg(op *parser.Op) {
 			}
 			return
 		}
+	}
+	if acc != c.acc {
+		// Keep the route bound to the account it last carried, so that a run of messages in
+		// one account matches through the reactor's L1 cache like a client's.
+		c.acc, c.cache, c.counts = acc, c.r.cacheFor(acc), c.r.countsFor(acc)
 	}
 	c.r.route(acc, c, op, 0)
 }
@@ -774,7 +994,7 @@ func (e *Engine) routeClosed(c *client) {
 		e.cfg.Log.Noticef("%s:%d - rid:%d - Router connection closed: %s", c.ip, c.port, c.cid, reason)
 	}
 	if cfg := e.rt.cfg.Load(); cfg != nil && cfg.Events != nil && !e.stopping.Load() {
-		cfg.Events.RouteDown(c.remoteRoute(), rs.retry)
+		cfg.Events.RouteDown(c.remoteRoute(), rs.retry.Load())
 	}
 }
 

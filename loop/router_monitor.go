@@ -20,6 +20,7 @@ type RouteSnapshot struct {
 	NumSubs                int
 	Subs                   []SubSnapshot // with subs asked for
 	Compression            string
+	Account                string // the pinned account of a dedicated route
 	ImportPerm, ExportPerm []byte // the remote's route permissions (JSON), when it has any
 }
 
@@ -67,6 +68,7 @@ func (c *client) routeSnapshot(subs bool) RouteSnapshot {
 		OutMsgs: rs.outMsgs.Load(), OutBytes: rs.outBytes.Load(),
 		NumSubs: len(rs.subs), Compression: "not supported",
 		ImportPerm: rs.remote.Import, ExportPerm: rs.remote.Export,
+		Account: rs.pinned,
 	}
 	if subs {
 		for _, x := range rs.subs {

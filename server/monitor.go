@@ -396,10 +396,7 @@ func (s *Server) Varz() *Varz {
 	v.AuthRequired = authRequired(o)
 	v.TLSRequired, v.TLSVerify, _ = tlsInfo(o)
 	v.Cluster = s.clusterVarz(o)
-	if n := s.eng.NumRoutes(); n > 0 {
-		// One connection per remote server (routes are not pooled).
-		v.Routes, v.Remotes = n, n
-	}
+	v.Routes, v.Remotes = s.eng.NumRoutes(), s.eng.NumRemotes()
 	return v
 }
 

@@ -63,6 +63,10 @@ func (s *Server) routeConfig(o *Options) *loop.RouteConfig {
 	if ping > cluster.MaxPingInterval {
 		ping = cluster.MaxPingInterval
 	}
+	var pinned []string
+	if co.PoolSize > 0 {
+		pinned = co.PinnedAccounts
+	}
 	var imp, exp *auth.SubjectPermission
 	if p := co.Permissions; p != nil {
 		imp, exp = p.Import, p.Export
@@ -76,6 +80,7 @@ func (s *Server) routeConfig(o *Options) *loop.RouteConfig {
 		Advertise: co.Advertise, NoAdvertise: co.NoAdvertise,
 		Username: co.Username, Password: co.Password, AuthTimeout: co.AuthTimeout,
 		PingInterval: ping, MaxPingsOut: co.MaxPingsOut,
+		PoolSize: max(co.PoolSize, 0), Pinned: pinned,
 	}
 }
 
@@ -92,6 +97,7 @@ func (s *Server) prepareCluster(eng *loop.Engine, rc *loop.RouteConfig) {
 		ConnectRetries: co.ConnectRetries, ConnectBackoff: co.ConnectBackoff,
 		NoAdvertise: co.NoAdvertise,
 		ClientURLs:  func(urls []string) { s.remoteClientURLs(cs, urls) },
+		Pinned:      rc.Pinned,
 	}, s.log)
 	rc.Events = cs.mgr
 	s.rts.Store(cs)
@@ -110,9 +116,6 @@ func (s *Server) startCluster() {
 	s.log.Noticef("Cluster name is %s", cfg.ClusterName)
 	if cfg.Dynamic {
 		s.log.Warnf("Cluster name was dynamically generated, consider setting one")
-	}
-	if co.PoolSize > 0 || len(co.PinnedAccounts) > 0 {
-		s.log.Noticef("Routes are not pooled: one connection per server of the cluster (as nats-server's pool_size: -1)")
 	}
 	if m := co.Compression.Mode; m != "" && m != cluster.CompressionAccept && m != cluster.CompressionOff && m != cluster.CompressionNotSupported {
 		s.log.Warnf("Route compression %q is not supported yet: routes run uncompressed", m)
@@ -256,7 +259,7 @@ func (s *Server) routezRoutes(subs, detail bool) []RouteInfo {
 			Uptime: uptimeString(now.Sub(r.Start)), Idle: uptimeString(now.Sub(r.Last)),
 			Pending: int(r.Pending), InMsgs: r.InMsgs, OutMsgs: r.OutMsgs,
 			InBytes: r.InBytes, OutBytes: r.OutBytes, NumSubs: uint32(r.NumSubs),
-			Compression: r.Compression,
+			Compression: r.Compression, Account: r.Account,
 		}
 		if r.RTT > 0 {
 			ri.RTT = r.RTT.String()
