@@ -212,3 +212,63 @@ func BenchmarkPublishInternal(b *testing.B) {
 		b.Fatal("handler never ran")
 	}
 }
+
+// benchRoute adds a route to another server on reactor r, with that server's interest in
+// subject (in queue group queue, if any).
+func benchRoute(b *testing.B, r *reactor, subject, queue string) *client {
+	rc := &client{r: r, tSlot: -1, kind: kindRouter, conn: &memConn{}}
+	rc.route = &routeState{subs: make(map[string]*sub), headers: true, noPool: true}
+	if err := rc.bind(r.e.global); err != nil {
+		b.Fatal(err)
+	}
+	s := &sub{c: rc, acc: r.e.global, subject: subject, queue: queue, remote: true, sid: []byte("r")}
+	s.qw.Store(1)
+	if err := r.e.global.subs.Insert(subject, queue, s); err != nil {
+		b.Fatal(err)
+	}
+	r.e.global.remoteSubs.Add(1)
+	return rc
+}
+
+// BenchmarkPublishToRoute: a local publish whose only interest is on another server (one RMSG).
+func BenchmarkPublishToRoute(b *testing.B) {
+	r, pub, _ := newBenchEngine(b, 0, "foo")
+	benchRoute(b, r, "foo", "")
+	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, nil)
+}
+
+// BenchmarkPublishLocalAndRoute: one local subscriber and two matching subscriptions of
+// another server (still one RMSG).
+func BenchmarkPublishLocalAndRoute(b *testing.B) {
+	r, pub, _ := newBenchEngine(b, 1, "foo")
+	rc := benchRoute(b, r, "foo", "")
+	s := &sub{c: rc, acc: r.e.global, subject: "*", remote: true, sid: []byte("r2")}
+	if err := r.e.global.subs.Insert("*", "", s); err != nil {
+		b.Fatal(err)
+	}
+	benchFrames(b, []byte("PUB foo 16\r\n0123456789abcdef\r\n"), r, pub, nil)
+}
+
+// BenchmarkRoutedMsgDeliver1: an RMSG from another server delivered to one local subscriber.
+func BenchmarkRoutedMsgDeliver1(b *testing.B) {
+	r, _, _ := newBenchEngine(b, 1, "foo")
+	rc := benchRoute(b, r, "other", "")
+	rc.route.registered = true
+	rc.p.Mode = parser.RouteMode
+	frame := []byte("RMSG $G foo 16\r\n0123456789abcdef\r\n")
+	var op parser.Op
+	b.ReportAllocs()
+	b.SetBytes(16)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n, err := rc.p.Next(frame, &op)
+		if err != nil || n != len(frame) {
+			b.Fatal(n, err)
+		}
+		rc.process(&op)
+		if i&63 == 63 {
+			drain(r)
+		}
+	}
+	drain(r)
+}
