@@ -143,15 +143,16 @@ func (rs *routeState) carries(a *Account, idx int, pinned bool) bool {
 // every change exactly once: in this dump, or as an update after it.
 func (e *Engine) sendInterest(rc *client) {
 	var buf []byte
-	for _, a := range e.Accounts() {
+	accts := e.Accounts() // once: an account made meanwhile has no interest to tell yet
+	for _, a := range accts {
 		a.interest.mu.Lock()
 	}
 	defer func() {
-		for _, a := range e.Accounts() {
+		for _, a := range accts {
 			a.interest.mu.Unlock()
 		}
 	}()
-	for _, a := range e.Accounts() {
+	for _, a := range accts {
 		idx, pinned := e.poolPlace(a)
 		if !rc.route.carries(a, idx, pinned) {
 			continue

@@ -33,6 +33,9 @@ type serverCollector struct {
 	connSubs                                     *prometheus.Desc
 	subszNum, subszCache, subszInserts           *prometheus.Desc
 	subszRemoves, subszMatches                   *prometheus.Desc
+	routezNum                                    *prometheus.Desc
+	routeIn, routeOut, routeInB, routeOutB       *prometheus.Desc
+	routePend, routeSubs                         *prometheus.Desc
 }
 
 func newServerCollector(s *Server) *serverCollector {
@@ -90,6 +93,14 @@ func newServerCollector(s *Server) *serverCollector {
 	sc.subszInserts = prometheus.NewDesc("gnatsd_subsz_num_inserts", "Subscriptions ever added", nil, sid)
 	sc.subszRemoves = prometheus.NewDesc("gnatsd_subsz_num_removes", "Subscriptions ever removed", nil, sid)
 	sc.subszMatches = prometheus.NewDesc("gnatsd_subsz_num_matches", "Subject matches", nil, sid)
+	sc.routezNum = prometheus.NewDesc("gnatsd_routez_num_routes", "Route connections", nil, sid)
+	route := []string{"rid", "remote_id", "remote_name", "account"}
+	sc.routeIn = prometheus.NewDesc("gnatsd_routez_in_msgs", "Messages received from the route", route, sid)
+	sc.routeOut = prometheus.NewDesc("gnatsd_routez_out_msgs", "Messages sent to the route", route, sid)
+	sc.routeInB = prometheus.NewDesc("gnatsd_routez_in_bytes", "Payload bytes received from the route", route, sid)
+	sc.routeOutB = prometheus.NewDesc("gnatsd_routez_out_bytes", "Payload bytes sent to the route", route, sid)
+	sc.routePend = prometheus.NewDesc("gnatsd_routez_pending_size", "Bytes queued for the route", route, sid)
+	sc.routeSubs = prometheus.NewDesc("gnatsd_routez_subscriptions", "Interest the remote server registered on the route", route, sid)
 	return sc
 }
 
@@ -99,7 +110,8 @@ func (sc *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{sc.connzNum, sc.connzTotal, sc.connIn, sc.connOut, sc.connInB,
 		sc.connOutB, sc.connPend, sc.connSubs, sc.subszNum, sc.subszCache, sc.subszInserts,
-		sc.subszRemoves, sc.subszMatches} {
+		sc.subszRemoves, sc.subszMatches, sc.routezNum, sc.routeIn, sc.routeOut, sc.routeInB,
+		sc.routeOutB, sc.routePend, sc.routeSubs} {
 		ch <- d
 	}
 }
@@ -129,6 +141,17 @@ func (sc *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sc.subszInserts, prometheus.CounterValue, float64(st.NumInserts))
 	ch <- prometheus.MustNewConstMetric(sc.subszRemoves, prometheus.CounterValue, float64(st.NumRemoves))
 	ch <- prometheus.MustNewConstMetric(sc.subszMatches, prometheus.CounterValue, float64(st.NumMatches))
+	routes := sc.s.eng.Routes(false)
+	ch <- prometheus.MustNewConstMetric(sc.routezNum, prometheus.GaugeValue, float64(len(routes)))
+	for _, r := range routes {
+		l := []string{strconv.FormatUint(r.RID, 10), r.RemoteID, r.RemoteName, r.Account}
+		ch <- prometheus.MustNewConstMetric(sc.routeIn, prometheus.CounterValue, float64(r.InMsgs), l...)
+		ch <- prometheus.MustNewConstMetric(sc.routeOut, prometheus.CounterValue, float64(r.OutMsgs), l...)
+		ch <- prometheus.MustNewConstMetric(sc.routeInB, prometheus.CounterValue, float64(r.InBytes), l...)
+		ch <- prometheus.MustNewConstMetric(sc.routeOutB, prometheus.CounterValue, float64(r.OutBytes), l...)
+		ch <- prometheus.MustNewConstMetric(sc.routePend, prometheus.GaugeValue, float64(r.Pending), l...)
+		ch <- prometheus.MustNewConstMetric(sc.routeSubs, prometheus.GaugeValue, float64(r.NumSubs), l...)
+	}
 }
 
 // metricsHandler serves /metrics from a registry of its own (not the global one, so that
