@@ -394,15 +394,21 @@ func TestConfigClusterFlags(t *testing.T) {
 
 // The binary starts with a cluster configured, runs alone and says so once; -t reports a bad
 // cluster block as nats-server -t does.
-func TestBinaryClusterStandalone(t *testing.T) {
+func TestBinaryClusterFlags(t *testing.T) {
 	p := startBinary(t, "--cluster", "nats://127.0.0.1:-1", "--cluster_name", "c1", "--routes", "nats://127.0.0.1:1")
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(p.log.String(), "Server is ready") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if n := strings.Count(p.log.String(), "[WRN] Cluster routes are not implemented yet: running standalone"); n != 1 {
-		t.Fatalf("warning %d times:\n%s", n, p.log)
+	// The flags make a cluster: the name and the route listener, and the route dialled.
+	for _, want := range []string{"[INF] Cluster name is c1", "[INF] Listening for route connections on 127.0.0.1:",
+		"Error trying to connect to route (attempt 1): dial tcp 127.0.0.1:1"} {
+		for !strings.Contains(p.log.String(), want) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !strings.Contains(p.log.String(), want) {
+			t.Fatalf("no %q in:\n%s", want, p.log)
+		}
 	}
 	nc, err := nats.Connect(p.url())
 	if err != nil {
