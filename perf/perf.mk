@@ -3,10 +3,12 @@
 # `make perf-quick`  pub-only, 1→1, 1→4 at 16 B, 3 rounds (under 2 minutes)
 # `make perf-self`   nats-server against itself: every ratio should land near 1.0
 # `make perf-tls`    publish, 1→1 and 1→4 scenarios with every connection over TLS 1.3
+# `make perf-cluster` 3-server clusters (publisher on A, subscriber on B) at 16 B, 128 B, 1 KiB
+# `make perf-cluster-self` the same with nats-server against itself (the noise band)
 # Pass more runner flags with PERF_ARGS="--scenarios 'pubsub|fanout' --natsd-args '--reactors 2'".
 PERF_ARGS ?=
 
-.PHONY: perf perf-quick perf-self perf-tls perf-tools perf-natscli perf-js perf-js-consumers perf-kv perf-conns perf-conns-tls soak
+.PHONY: perf perf-quick perf-self perf-tls perf-cluster perf-cluster-self perf-tools perf-natscli perf-js perf-js-consumers perf-kv perf-conns perf-conns-tls soak
 
 $(BIN)/perfrun: FORCE_PERF
 	$(GO) build -o $(BIN)/perfrun ./perf/cmd/perfrun
@@ -29,6 +31,19 @@ perf-self: perf-tools
 perf-tls: perf-tools
 	./$(BIN)/perfrun --tls --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server \
 		--scenarios '^(pub-16B|pubsub-(16B|128B|1KiB|16KiB)|fanout4-(16B|128B))$$' $(PERF_ARGS)
+
+# Issue 19: a 3-server cluster per side and round (full mesh, default pool of 3 routes per pair,
+# $SYS pinned), the publisher on A, the subscriber on B, C idle in the mesh; delivered msgs/s and
+# the servers' CPU per delivered message (A+B+C, and each). ROUNDS=7 rounds of 1.5 s per side by
+# default, then a profiled natsd round (A and B profiled). About 2 minutes.
+CLUSTER_SCENARIOS := '^cluster-'
+perf-cluster: perf-tools
+	./$(BIN)/perfrun --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server \
+		--scenarios $(CLUSTER_SCENARIOS) --rounds $(or $(ROUNDS),7) $(PERF_ARGS)
+
+perf-cluster-self: perf-tools
+	./$(BIN)/perfrun --self --natsd $(BIN)/natsd --nats-server $(TOOLS)/nats-server \
+		--scenarios $(CLUSTER_SCENARIOS) --rounds $(or $(ROUNDS),7) $(PERF_ARGS)
 
 # The same three headline scenarios with the real `nats bench` CLI as load generator.
 perf-natscli: build nats-server nats-cli

@@ -20,16 +20,21 @@ const (
 	ReqRep   = "reqrep"   // request/reply latency over nats.go (Clients concurrent requesters)
 	Wildcard = "wildcard" // 1 publisher → one connection holding WildSubs mixed */> subscriptions
 	Idle     = "idle"     // N idle connections (Clients): server RSS per connection
+	// Cluster is 1 publisher → 1 subscriber across a cluster: the publisher on Server, the
+	// subscriber on SubServer (another server of the same cluster), after a probe has shown
+	// that the subscriber's interest reached the publisher's server.
+	Cluster = "cluster"
 	// JetStream scenarios plug in here once js/ exists: add a name, a case in Run and a row
 	// in perfrun's scenario matrix (e.g. "js-pub" with PubAck latency, "js-consume").
 )
 
 // Scenarios lists every scenario name Run accepts.
-var Scenarios = []string{Pub, PubSub, Fanout, Queue, ManyPub, ReqRep, Wildcard, Idle}
+var Scenarios = []string{Pub, PubSub, Fanout, Queue, ManyPub, ReqRep, Wildcard, Idle, Cluster}
 
 // Config describes one measured run against one server.
 type Config struct {
 	Server    string        // nats://host:port
+	SubServer string        // subscribers connect here (cluster scenario: another server of Server's cluster); "" = Server
 	Scenario  string        // one of Scenarios
 	Duration  time.Duration // publishing time (used when Msgs == 0)
 	Msgs      int           // total messages to publish (overrides Duration)
@@ -38,6 +43,7 @@ type Config struct {
 	Subjects  int           // distinct subjects published to (wildcard: concrete subjects)
 	WildSubs  int           // wildcard scenario: number of subscriptions
 	PID       int           // server's PID for /proc CPU and RSS (0: not measured)
+	PIDs      []int         // further servers (the rest of a cluster): their CPU is added to PID's
 	WindowMiB int           // flow control: max bytes in flight between publishers and subscribers
 }
 
@@ -81,21 +87,24 @@ func (c *Config) Defaults() {
 // Result is what one run measured. Rate is delivered msgs/s at the subscribers (published
 // msgs/s for pub-only, requests/s for reqrep).
 type Result struct {
-	Scenario   string   `json:"scenario"`
-	Size       int      `json:"size"`
-	Clients    int      `json:"clients"`
-	Published  int64    `json:"published"`
-	Delivered  int64    `json:"delivered"`
-	Seconds    float64  `json:"seconds"`
-	Rate       float64  `json:"msgs_per_sec"`
-	MBps       float64  `json:"mb_per_sec"`
-	ServerCPU  float64  `json:"server_cpu_sec,omitempty"`
-	CPUPerMsg  float64  `json:"server_cpu_ns_per_msg,omitempty"` // per delivered message (per published one for pub-only)
-	P50us      float64  `json:"p50_us,omitempty"`
-	P99us      float64  `json:"p99_us,omitempty"`
-	P999us     float64  `json:"p999_us,omitempty"`
-	RSSPerConn float64  `json:"rss_kib_per_conn,omitempty"`
-	Errors     []string `json:"errors,omitempty"`
+	Scenario  string  `json:"scenario"`
+	Size      int     `json:"size"`
+	Clients   int     `json:"clients"`
+	Published int64   `json:"published"`
+	Delivered int64   `json:"delivered"`
+	Seconds   float64 `json:"seconds"`
+	Rate      float64 `json:"msgs_per_sec"`
+	MBps      float64 `json:"mb_per_sec"`
+	ServerCPU float64 `json:"server_cpu_sec,omitempty"`
+	CPUPerMsg float64 `json:"server_cpu_ns_per_msg,omitempty"` // per delivered message (per published one for pub-only)
+	// With several servers (Config.PIDs): each server's CPU per message, PID first, then PIDs
+	// in order; CPUPerMsg is their sum.
+	CPUPerMsgEach []float64 `json:"server_cpu_ns_per_msg_each,omitempty"`
+	P50us         float64   `json:"p50_us,omitempty"`
+	P99us         float64   `json:"p99_us,omitempty"`
+	P999us        float64   `json:"p999_us,omitempty"`
+	RSSPerConn    float64   `json:"rss_kib_per_conn,omitempty"`
+	Errors        []string  `json:"errors,omitempty"`
 }
 
 // Run executes one scenario once.
@@ -123,6 +132,15 @@ func Run(cfg Config) (Result, error) {
 		return runReqRep(cfg)
 	case Idle:
 		return runIdle(cfg, addr)
+	case Cluster:
+		if cfg.SubServer == "" {
+			return Result{}, fmt.Errorf("scenario %s needs the subscriber's server (SubServer, --sub-server)", Cluster)
+		}
+		subAddr, err := hostPort(cfg.SubServer)
+		if err != nil {
+			return Result{}, err
+		}
+		return runFlowOn(cfg, addr, subAddr, 1, plainSubs(cfg, 1, ""), constDeliv(1), benchSubjects(cfg.Subjects))
 	}
 	return Result{}, fmt.Errorf("unknown scenario %q (have %s)", cfg.Scenario, strings.Join(Scenarios, ", "))
 }
@@ -160,6 +178,14 @@ func runFlow(cfg Config, addr string, pubs int, subs [][]string, deliv func(stri
 // runFlowSubjects is the throughput engine: raw subscribers (each connection with its SUB
 // list), raw publishers writing ~64 KiB chunks, end-to-end flow control on deliveries in flight.
 func runFlowSubjects(cfg Config, addr string, pubs int, subs [][]string, deliv func(string) int64, subjects []string) (Result, error) {
+	return runFlowOn(cfg, addr, addr, pubs, subs, deliv, subjects)
+}
+
+// runFlowOn is runFlowSubjects with the subscribers on subAddr. When that is another server
+// than the publishers' (a cluster), each subscriber's interest is probed through the
+// publishers' server before the measured run starts, so no message is published into a
+// server that does not know of the subscriber yet.
+func runFlowOn(cfg Config, addr, subAddr string, pubs int, subs [][]string, deliv func(string) int64, subjects []string) (Result, error) {
 	res := Result{Scenario: cfg.Scenario, Size: cfg.Size, Clients: cfg.Clients}
 	var delivered, expected atomic.Int64
 	var readers []*subReader
@@ -169,8 +195,9 @@ func runFlowSubjects(cfg Config, addr string, pubs int, subs [][]string, deliv f
 			<-r.done
 		}
 	}()
+	var subConns []*rawConn
 	for _, list := range subs {
-		rc, err := dialRaw(addr, 1<<20)
+		rc, err := dialRaw(subAddr, 1<<20)
 		if err != nil {
 			return res, fmt.Errorf("subscriber: %w", err)
 		}
@@ -186,9 +213,7 @@ func runFlowSubjects(cfg Config, addr string, pubs int, subs [][]string, deliv f
 			rc.Close()
 			return res, fmt.Errorf("subscribing: %w", err)
 		}
-		r := newSubReader(rc, func(n int64) { delivered.Add(n) })
-		readers = append(readers, r)
-		go r.run()
+		subConns = append(subConns, rc)
 	}
 	var pcs []*pubConn
 	defer func() {
@@ -203,6 +228,19 @@ func runFlowSubjects(cfg Config, addr string, pubs int, subs [][]string, deliv f
 		}
 		pcs = append(pcs, p)
 	}
+	for i, rc := range subConns {
+		if subAddr != addr {
+			if err := probeInterest(pcs[0], rc, subs[i]); err != nil {
+				for _, c := range subConns[i:] {
+					c.Close()
+				}
+				return res, err
+			}
+		}
+		r := newSubReader(rc, func(n int64) { delivered.Add(n) })
+		readers = append(readers, r)
+		go r.run()
+	}
 	if len(subs) == 0 {
 		deliv = nil
 	}
@@ -211,7 +249,7 @@ func runFlowSubjects(cfg Config, addr string, pubs int, subs [][]string, deliv f
 	window := int64(cfg.WindowMiB<<20) / int64(frame+40)
 	window = max(64, min(window, 1<<20))
 
-	cpu0, _ := procCPU(cfg.PID)
+	cpu0, cpuErr0 := procCPUs(cfg)
 	t0 := time.Now()
 	deadline := t0.Add(cfg.Duration)
 	var published atomic.Int64
@@ -284,7 +322,7 @@ func runFlowSubjects(cfg Config, addr string, pubs int, subs [][]string, deliv f
 			}
 		}
 	}
-	cpu1, cpuErr := procCPU(cfg.PID)
+	cpu1, cpuErr := procCPUs(cfg)
 	for _, p := range pcs {
 		if e := p.rc.Err(); e != "" {
 			res.Errors = append(res.Errors, "publisher: "+e)
@@ -317,17 +355,36 @@ func runFlowSubjects(cfg Config, addr string, pubs int, subs [][]string, deliv f
 		res.Rate = float64(res.Delivered) / res.Seconds
 	}
 	res.MBps = res.Rate * float64(cfg.Size) / 1e6
-	if cfg.PID > 0 && cpuErr == nil {
-		res.ServerCPU = (cpu1 - cpu0).Seconds()
+	if cfg.PID > 0 && cpuErr == nil && cpuErr0 == nil {
 		n := res.Delivered
 		if n == 0 {
 			n = res.Published
+		}
+		for i := range cpu1 {
+			d := (cpu1[i] - cpu0[i]).Seconds()
+			res.ServerCPU += d
+			if len(cpu1) > 1 && n > 0 {
+				res.CPUPerMsgEach = append(res.CPUPerMsgEach, d*1e9/float64(n))
+			}
 		}
 		if n > 0 {
 			res.CPUPerMsg = res.ServerCPU * 1e9 / float64(n)
 		}
 	}
 	return res, nil
+}
+
+// procCPUs reads the CPU time of cfg.PID and then of each of cfg.PIDs.
+func procCPUs(cfg Config) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, pid := range append([]int{cfg.PID}, cfg.PIDs...) {
+		d, err := procCPU(pid)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 func procCPU(pid int) (time.Duration, error) {

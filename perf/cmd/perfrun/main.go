@@ -26,15 +26,16 @@ import (
 )
 
 type scenario struct {
-	slug  string // file-name safe id
-	label string // table label
-	cfg   bench.Config
+	slug    string // file-name safe id
+	label   string // table label
+	cfg     bench.Config
+	servers int // servers per side and round: 0 or 1 = one server; 3 = a cluster (bench.Cluster)
 }
 
 var sizes = []int{16, 128, 1 << 10, 16 << 10, 256 << 10}
 
 func matrix(quick bool) []scenario {
-	mk := func(slug, label string, c bench.Config) scenario { return scenario{slug, label, c} }
+	mk := func(slug, label string, c bench.Config) scenario { return scenario{slug: slug, label: label, cfg: c} }
 	if quick {
 		return []scenario{
 			mk("pub-16B", "pub-only 16B", bench.Config{Scenario: bench.Pub, Size: 16}),
@@ -60,6 +61,13 @@ func matrix(quick bool) []scenario {
 		mk("idle-2000", "idle connections ×2000", bench.Config{Scenario: bench.Idle, Clients: 2000}),
 		// JetStream scenarios go here once js/ exists (see bench.Scenarios).
 	)
+	// A 3-server cluster (full mesh of routes, default pool), publisher on A, subscriber on B,
+	// C idle in the cluster.
+	for _, s := range []int{16, 128, 1 << 10} {
+		c := mk("cluster-"+bench.SizeLabel(s), "cluster 3 servers, A→B "+bench.SizeLabel(s), bench.Config{Scenario: bench.Cluster, Size: s})
+		c.servers = clusterSize
+		m = append(m, c)
+	}
 	return m
 }
 
@@ -204,9 +212,12 @@ func freePort() (int, error) { return bench.FreePort() }
 
 type proc struct {
 	cmd    *exec.Cmd
+	name   string // "A", "B", "C" in a cluster; "" alone
 	port   int
+	http   int // monitoring port (clusters)
 	log    string
 	exited chan error
+	logAt  int64 // the log's size when the rig began to stop the server
 }
 
 // start launches a server on a free port and waits until it accepts connections.
@@ -215,38 +226,52 @@ func (r *runner) start(s side, logName string, env []string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}, s.args...)
+	return r.launch(s, args, logName, env, port)
+}
+
+// launch starts s.bin with args, its output in logs/logName, and waits until every one of
+// ports accepts connections (the first is the client port).
+func (r *runner) launch(s side, args []string, logName string, env []string, ports ...int) (*proc, error) {
 	logPath := filepath.Join(r.out, "logs", logName)
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer lf.Close()
-	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}, s.args...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, port: port, log: logPath, exited: make(chan error, 1)}
+	p := &proc{cmd: cmd, port: ports[0], log: logPath, exited: make(chan error, 1)}
 	go func() { p.exited <- cmd.Wait() }()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		select {
-		case err := <-p.exited:
-			return nil, fmt.Errorf("%s exited at start-up: %v (log %s)", s.name, err, logPath)
-		default:
+	deadline := time.Now().Add(10 * time.Second)
+	for i, port := range ports {
+		for {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				<-p.exited
+				return nil, fmt.Errorf("%s did not listen on %d within 10s (log %s)", s.name, port, logPath)
+			}
+			select {
+			case err := <-p.exited:
+				return nil, fmt.Errorf("%s exited at start-up: %v (log %s)", s.name, err, logPath)
+			default:
+			}
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+			if err == nil {
+				if i == 0 {
+					probeTLS(c)
+				}
+				c.Close()
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
-		if err == nil {
-			probeTLS(c)
-			c.Close()
-			return p, nil
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	_ = cmd.Process.Kill()
-	<-p.exited
-	return nil, fmt.Errorf("%s did not listen on %d within 10s", s.name, port)
+	return p, nil
 }
 
 // probeTLS finishes the readiness probe's TLS handshake, so that neither server logs a
@@ -285,44 +310,105 @@ func (r *runner) problem(format string, args ...any) {
 	fmt.Println("  PROBLEM:", msg)
 }
 
-// once runs one round of a scenario against one server.
-func (r *runner) once(sc scenario, s side, round int, env []string, tag string) (bench.Result, bool) {
-	name := fmt.Sprintf("%s-%s-%s.log", sc.slug, slugify(s.name), tag)
-	p, err := r.start(s, name, env)
+// once runs one round of a scenario against one server (or one cluster of sc.servers).
+// envs[i] is added to the environment of the i-th server.
+func (r *runner) once(sc scenario, s side, round int, envs [][]string, tag string) (bench.Result, bool) {
+	name := fmt.Sprintf("%s-%s-%s", sc.slug, slugify(s.name), tag)
+	envOf := func(i int) []string {
+		if i < len(envs) {
+			return envs[i]
+		}
+		return nil
+	}
+	var procs []*proc
+	var err error
+	if sc.servers > 1 {
+		procs, err = r.startCluster(s, sc.servers, name, envOf)
+	} else {
+		var p *proc
+		p, err = r.start(s, name+".log", envOf(0))
+		procs = []*proc{p}
+	}
 	if err != nil {
 		r.problem("%s %s: %v", sc.slug, s.name, err)
 		return bench.Result{}, false
 	}
 	cfg := sc.cfg
-	cfg.Server = fmt.Sprintf("nats://127.0.0.1:%d", p.port)
-	cfg.PID = p.cmd.Process.Pid
-	cfg.Duration, cfg.Msgs = r.duration, r.msgs
-	res, err := bench.Run(cfg)
-	exitErr, killed := p.stop()
-	ok := err == nil
-	if err != nil {
-		r.problem("%s %s round %s: %v (log %s)", sc.slug, s.name, tag, err, p.log)
-	}
-	for _, e := range res.Errors {
-		r.problem("%s %s round %s: %s (log %s)", sc.slug, s.name, tag, e, p.log)
-	}
-	if killed {
-		r.problem("%s %s round %s: did not exit within 15s of SIGTERM, killed (log %s)", sc.slug, s.name, tag, p.log)
-	} else if exitErr != nil && !isSignalExit(exitErr) {
-		r.problem("%s %s round %s: exit after SIGTERM: %v (log %s)", sc.slug, s.name, tag, exitErr, p.log)
-	}
-	if b, err := os.ReadFile(p.log); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if badLog.MatchString(l) {
-				r.problem("%s %s round %s: log: %s", sc.slug, s.name, tag, strings.TrimSpace(l))
-				break
-			}
+	cfg.Server = fmt.Sprintf("nats://127.0.0.1:%d", procs[0].port)
+	cfg.PID = procs[0].cmd.Process.Pid
+	if len(procs) > 1 {
+		cfg.SubServer = fmt.Sprintf("nats://127.0.0.1:%d", procs[1].port)
+		for _, p := range procs[1:] {
+			cfg.PIDs = append(cfg.PIDs, p.cmd.Process.Pid)
 		}
 	}
+	cfg.Duration, cfg.Msgs = r.duration, r.msgs
+	res, err := bench.Run(cfg)
+	logs := make([]string, len(procs))
+	for i, p := range procs {
+		logs[i] = p.log
+	}
+	where := strings.Join(logs, ", ")
+	ok := err == nil
+	if err != nil {
+		r.problem("%s %s round %s: %v (log %s)", sc.slug, s.name, tag, err, where)
+	}
+	for _, e := range res.Errors {
+		r.problem("%s %s round %s: %s (log %s)", sc.slug, s.name, tag, e, where)
+	}
+	r.stopAll(sc, s, tag, procs)
 	if ok && round >= 0 {
 		r.all = append(r.all, roundResult{Scenario: sc.slug, Side: s.name, Round: round, Result: res})
 	}
 	return res, ok && len(res.Errors) == 0
+}
+
+// afterStop matches what a cluster's servers log while their peers shut down around them
+// (route reconnect attempts to a server that has already gone): not a problem when it comes
+// after the rig began stopping the servers.
+var afterStop = regexp.MustCompile(`(?i)(trying to connect to route|route.*(connection refused|connection reset|broken pipe|EOF))`)
+
+// stopAll stops the servers of one round together (SIGTERM to each PID at once, then a wait
+// for each) and reports unclean exits and bad log lines.
+func (r *runner) stopAll(sc scenario, s side, tag string, procs []*proc) {
+	type stopped struct {
+		err    error
+		killed bool
+	}
+	outs := make([]chan stopped, len(procs))
+	for i, p := range procs {
+		if fi, err := os.Stat(p.log); err == nil {
+			p.logAt = fi.Size()
+		}
+		outs[i] = make(chan stopped, 1)
+		go func(p *proc, out chan stopped) {
+			err, killed := p.stop()
+			out <- stopped{err, killed}
+		}(p, outs[i])
+	}
+	for i, p := range procs {
+		st := <-outs[i]
+		who := s.name
+		if p.name != "" {
+			who += " " + p.name
+		}
+		if st.killed {
+			r.problem("%s %s round %s: did not exit within 15s of SIGTERM, killed (log %s)", sc.slug, who, tag, p.log)
+		} else if st.err != nil && !isSignalExit(st.err) {
+			r.problem("%s %s round %s: exit after SIGTERM: %v (log %s)", sc.slug, who, tag, st.err, p.log)
+		}
+		if b, err := os.ReadFile(p.log); err == nil {
+			off := 0
+			for _, l := range strings.Split(string(b), "\n") {
+				after := int64(off) >= p.logAt
+				off += len(l) + 1
+				if badLog.MatchString(l) && !(after && len(procs) > 1 && afterStop.MatchString(l)) {
+					r.problem("%s %s round %s: log: %s", sc.slug, who, tag, strings.TrimSpace(l))
+					break
+				}
+			}
+		}
+	}
 }
 
 func isSignalExit(err error) bool {
@@ -370,6 +456,16 @@ func brief(r bench.Result) string {
 	}
 	if r.CPUPerMsg > 0 {
 		fmt.Fprintf(&b, ", server %.1f ns/msg", r.CPUPerMsg)
+		for i, x := range r.CPUPerMsgEach {
+			sep := " ("
+			if i > 0 {
+				sep = " + "
+			}
+			fmt.Fprintf(&b, "%s%s %.1f", sep, clusterNames[i], x)
+		}
+		if len(r.CPUPerMsgEach) > 0 {
+			b.WriteString(")")
+		}
 	}
 	return b.String()
 }
@@ -452,8 +548,25 @@ func tableRows(sc scenario, ra, rb []bench.Result) []row {
 	if sc.cfg.Scenario == bench.Pub {
 		unit = "msgs/s published"
 	}
-	return []row{
+	rows := []row{
 		mkrow("throughput", unit, true, func(x bench.Result) float64 { return x.Rate }),
 		mkrow("server CPU per msg", "ns/msg", false, cpu),
 	}
+	if sc.servers > 1 {
+		rows[1].Metric = fmt.Sprintf("server CPU per msg (%d servers)", sc.servers)
+		for i := 0; i < sc.servers; i++ {
+			role := [...]string{" (publisher's)", " (subscriber's)"}
+			what := ""
+			if i < len(role) {
+				what = role[i]
+			}
+			rows = append(rows, mkrow("CPU per msg, server "+clusterNames[i]+what, "ns/msg", false, func(x bench.Result) float64 {
+				if i < len(x.CPUPerMsgEach) {
+					return x.CPUPerMsgEach[i]
+				}
+				return 0
+			}))
+		}
+	}
+	return rows
 }

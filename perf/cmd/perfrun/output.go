@@ -18,36 +18,55 @@ import (
 )
 
 // profileRound runs one extra (unmeasured) natsd round with NATSD_CPUPROFILE/NATSD_MEMPROFILE
-// set, then renders flame graphs and a flat top list from the profiles.
+// set, then renders flame graphs and a flat top list from the profiles. In a cluster scenario
+// servers A (the publisher's) and B (the subscriber's) are profiled, each into its own files
+// (SCENARIO.A.cpu.pprof …); C, idle, is not.
 func (r *runner) profileRound(sc scenario, s side) {
-	cpu := filepath.Join(r.out, "profiles", sc.slug+".cpu.pprof")
-	mem := filepath.Join(r.out, "profiles", sc.slug+".allocs.pprof")
 	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	env := []string{"NATSD_CPUPROFILE=" + abs(cpu), "NATSD_MEMPROFILE=" + abs(mem)}
-	if _, ok := r.once(sc, s, -1, env, "profile"); !ok {
+	type target struct{ id, what string }
+	targets := []target{{sc.slug, sc.label}}
+	if sc.servers > 1 {
+		targets = []target{{sc.slug + ".A", sc.label + ", server A (publisher's)"}, {sc.slug + ".B", sc.label + ", server B (subscriber's)"}}
+	}
+	var envs [][]string
+	for _, t := range targets {
+		envs = append(envs, []string{
+			"NATSD_CPUPROFILE=" + abs(filepath.Join(r.out, "profiles", t.id+".cpu.pprof")),
+			"NATSD_MEMPROFILE=" + abs(filepath.Join(r.out, "profiles", t.id+".allocs.pprof")),
+		})
+	}
+	if _, ok := r.once(sc, s, -1, envs, "profile"); !ok {
 		return
 	}
+	for _, t := range targets {
+		r.renderProfiles(t.id, t.what)
+	}
+}
+
+// renderProfiles writes the flame graphs and top lists of profiles/ID.{cpu,allocs}.pprof.
+func (r *runner) renderProfiles(id, what string) {
 	for _, f := range []struct {
-		path, kind, unit string
-		want             []string
+		kind, unit string
+		want       []string
 	}{
-		{cpu, "cpu", "ns", []string{"cpu"}},
-		{mem, "allocs", "bytes", []string{"alloc_space"}},
+		{"cpu", "ns", []string{"cpu"}},
+		{"allocs", "bytes", []string{"alloc_space"}},
 	} {
-		p, err := flame.Load(f.path)
+		path := filepath.Join(r.out, "profiles", id+"."+f.kind+".pprof")
+		p, err := flame.Load(path)
 		if err != nil {
-			r.problem("%s: profile %s: %v (does natsd honour NATSD_CPUPROFILE/NATSD_MEMPROFILE and exit cleanly on SIGTERM?)", sc.slug, f.path, err)
+			r.problem("%s: profile %s: %v (does natsd honour NATSD_CPUPROFILE/NATSD_MEMPROFILE and exit cleanly on SIGTERM?)", id, path, err)
 			continue
 		}
 		vi := p.ValueIndex(f.want...)
-		svg := filepath.Join(r.out, "flame", sc.slug+"."+f.kind+".svg")
+		svg := filepath.Join(r.out, "flame", id+"."+f.kind+".svg")
 		out, err := os.Create(svg)
 		if err != nil {
 			r.problem("%v", err)
 			continue
 		}
 		w := bufio.NewWriter(out)
-		err = flame.WriteSVG(w, p, vi, flame.Options{Title: fmt.Sprintf("natsd %s — %s (%s)", f.kind, sc.label, p.SampleTypes[vi]), Unit: f.unit})
+		err = flame.WriteSVG(w, p, vi, flame.Options{Title: fmt.Sprintf("natsd %s — %s (%s)", f.kind, what, p.SampleTypes[vi]), Unit: f.unit})
 		if err == nil {
 			err = w.Flush()
 		}
@@ -55,7 +74,7 @@ func (r *runner) profileRound(sc scenario, s side) {
 		if err != nil {
 			r.problem("%s: %v", svg, err)
 		}
-		top := filepath.Join(r.out, "profiles", sc.slug+"."+f.kind+".top.txt")
+		top := filepath.Join(r.out, "profiles", id+"."+f.kind+".top.txt")
 		_ = os.WriteFile(top, []byte(flame.Top(p, vi, 30, f.unit)), 0o644)
 	}
 }
@@ -161,7 +180,7 @@ func chart(rows []row, aName, bName string) string {
 		rows  []row
 	}
 	var panels []panel
-	for _, k := range []struct{ kind, title string }{{bench.PubSub, "1→1 pub/sub: delivered msgs/s"}, {bench.Pub, "pub-only: published msgs/s"}} {
+	for _, k := range []struct{ kind, title string }{{bench.PubSub, "1→1 pub/sub: delivered msgs/s"}, {bench.Pub, "pub-only: published msgs/s"}, {bench.Cluster, "3-server cluster, A→B: delivered msgs/s"}} {
 		var p panel
 		p.title = k.title
 		for _, r := range rows {
