@@ -25,15 +25,15 @@ type reactor struct {
 	// message a mapping rewrote, fwd[d] one an import passes on, hmsg[d] what an inline
 	// handler is shown, and pubOp an internal publish being routed. They live here, not on
 	// the stack, so that handing them to handlers allocates nothing.
-	subj  [maxRouteDepth][]byte
-	mapd  [maxRouteDepth]parser.Op
-	fwd   [maxRouteDepth]parser.Op
-	hmsg  [maxRouteDepth]Msg
-	rts   [maxRouteDepth][]routeTarget // remote servers a message goes to (forward.go)
+	subj [maxRouteDepth][]byte
+	mapd [maxRouteDepth]parser.Op
+	fwd  [maxRouteDepth]parser.Op
+	hmsg [maxRouteDepth]Msg
+	rts  [maxRouteDepth][]routeTarget // remote servers a message goes to (forward.go)
 	// localOnly is set while a message is routed for this server's subscribers only (an
 	// imported stream): route subscriptions do not take it.
 	localOnly int
-	pubOp parser.Op
+	pubOp     parser.Op
 
 	// local holds this reactor's connections with frames queued during the current batch;
 	// remote[i] those owned by reactor i, handed over in one Inbox.Add at the end of the batch.

@@ -170,9 +170,9 @@ type routeConnect struct {
 type routeState struct {
 	solicited, explicit bool
 	url                 *url.URL
-	gossipMode          byte // the mode the INFO that made us dial asked for
-	connected           bool // the remote's CONNECT was accepted (accepted routes)
-	registered          bool // in the engine's route table
+	gossipMode          byte        // the mode the INFO that made us dial asked for
+	connected           bool        // the remote's CONNECT was accepted (accepted routes)
+	registered          bool        // in the engine's route table
 	retry               atomic.Bool // a duplicate of this route was closed: redial if it goes
 	noRetry             bool        // closed for a reason a redial would meet again
 	self                bool
@@ -185,11 +185,11 @@ type routeState struct {
 	pinnedAcc *Account
 	noPool    bool
 	startNext bool
-	remote              routeInfo
-	infoSeen            bool
-	perms               *auth.Perms // cluster permissions: Publish = import, Subscribe = export
-	headers             bool
-	since               time.Time
+	remote    routeInfo
+	infoSeen  bool
+	perms     *auth.Perms // cluster permissions: Publish = import, Subscribe = export
+	headers   bool
+	since     time.Time
 
 	// subs is the remote's interest by "account subject[ queue]" (owned by the reactor).
 	subs map[string]*sub
