@@ -188,9 +188,6 @@ func (e *Engine) Start() error {
 	case "", "gnet":
 		e.drv = &gnetDriver{e: e}
 	case "netpoll":
-		if e.cfg.Cluster != nil {
-			return fmt.Errorf("cluster routes run on the gnet engine only")
-		}
 		e.drv = &netpollDriver{e: e}
 	default:
 		return fmt.Errorf("unknown engine %q", e.cfg.Engine)

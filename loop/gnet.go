@@ -20,6 +20,8 @@ type gnetDriver struct {
 	e   *Engine
 	eng gnet.Engine
 	ln  net.Listener // natsd's own acceptor (gnet_accept.go); nil with ReusePort
+	// routeLn is the cluster listener (gnet_route.go); nil without a cluster.
+	routeLn net.Listener
 	// probe is gnet's own (unused) listener address, dialled once so that the acceptor starts
 	// after gnet's loops run (Register before that races with their registration).
 	probe     *net.TCPAddr

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
 
-// Route sockets, accepted on the cluster listener or dialled by the cluster layer, are handed
-// to gnet's event loops like client sockets; the context they carry tells OnOpen what they
+// On gnet, route sockets are accepted by a goroutine of natsd's (or dialled) and registered
+// with gnet's event loops like client sockets; the context they carry tells OnOpen what they
 // are.
 
 // routeSocket is the gnet context of a route socket until OnOpen replaces it.
@@ -20,43 +18,17 @@ type routeSocket struct {
 	intent *RouteIntent // nil: accepted
 }
 
-// listenRoutes opens the cluster listener and starts accepting routes on the reactors.
-func (e *Engine) listenRoutes(cfg RouteConfig) error {
-	d, ok := e.drv.(*gnetDriver)
-	if !ok {
-		return errors.New("cluster routes run on the gnet engine only")
-	}
-	port := cfg.Port
-	if port < 0 {
-		port = 0
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port)))
+// listenRoutes opens the cluster listener and accepts routes onto the reactors.
+func (d *gnetDriver) listenRoutes(hostPort string) error {
+	ln, err := net.Listen("tcp", hostPort)
 	if err != nil {
 		return err
 	}
-	e.rt.ln = ln
-	e.rt.addr = ln.Addr().(*net.TCPAddr)
-	e.rt.cfg.Store(&cfg)
+	d.routeLn = ln
+	d.e.routeListening(ln.Addr().(*net.TCPAddr))
 	go d.acceptRoutes(ln)
 	return nil
 }
-
-// SetRouteConfig replaces the route settings new connections use (a reload, or the client
-// URLs learnt after start).
-func (e *Engine) SetRouteConfig(fn func(c *RouteConfig)) {
-	e.rt.mu.Lock()
-	defer e.rt.mu.Unlock()
-	old := e.rt.cfg.Load()
-	if old == nil {
-		return
-	}
-	n := *old
-	fn(&n)
-	e.rt.cfg.Store(&n)
-}
-
-// RouteConfig is the route settings in force.
-func (e *Engine) RouteConfig() *RouteConfig { return e.rt.cfg.Load() }
 
 func (d *gnetDriver) acceptRoutes(ln net.Listener) {
 	var pause time.Duration
@@ -99,24 +71,13 @@ func (d *gnetDriver) enroll(c net.Conn, ctx any) error {
 	return nil
 }
 
-// routeDialTimeout is nats-server's DEFAULT_ROUTE_DIAL.
-const routeDialTimeout = time.Second
-
-// DialRoute connects to the route URL u and runs the connection on a reactor. It blocks
-// for the dial only; the handshake continues on the reactor (RouteEvents tell the outcome).
-func (e *Engine) DialRoute(u *url.URL, explicit bool, gossipMode byte, account string) error {
-	d, ok := e.drv.(*gnetDriver)
-	if !ok || e.rt.cfg.Load() == nil {
-		return errors.New("clustering is not enabled")
-	}
-	if e.stopping.Load() {
-		return errors.New("server stopping")
-	}
-	c, err := net.DialTimeout("tcp", u.Host, routeDialTimeout)
+// dialRoute connects to hostPort and registers the socket with a reactor as a route.
+func (d *gnetDriver) dialRoute(hostPort string, ri *RouteIntent) error {
+	c, err := net.DialTimeout("tcp", hostPort, routeDialTimeout)
 	if err != nil {
 		return err
 	}
-	if err := d.enroll(c, &routeSocket{intent: &RouteIntent{URL: u, Explicit: explicit, GossipMode: gossipMode, Account: account}}); err != nil {
+	if err := d.enroll(c, &routeSocket{intent: ri}); err != nil {
 		c.Close()
 		return err
 	}
@@ -141,9 +102,9 @@ func (d *gnetDriver) openRouteSocket(gc gnet.Conn, rs *routeSocket) ([]byte, gne
 	return greeting, gnet.None
 }
 
-// closeRoutes stops the route listener (the reactors close the connections).
-func (e *Engine) closeRoutes() {
-	if e.rt.ln != nil {
-		_ = e.rt.ln.Close()
+// closeRoutes stops the route listener (gnet's Stop closes the connections).
+func (d *gnetDriver) closeRoutes() {
+	if d.routeLn != nil {
+		_ = d.routeLn.Close()
 	}
 }

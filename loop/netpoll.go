@@ -32,6 +32,10 @@ type netpollDriver struct {
 	quit  chan struct{}
 	done  chan struct{}
 	conns sync.Map // *npConn -> struct{}: for stop
+
+	// The cluster listener's event loop (netpoll_route.go); nil without a cluster.
+	routeEvl  netpoll.EventLoop
+	routeDone chan struct{}
 }
 
 var netpollInit sync.Once
@@ -88,6 +92,11 @@ type npConn struct {
 	iov [][]byte // reactor-only scratch for rawWritev
 
 	tls *tlsLayer // client TLS, when the connection has it
+
+	// A route connection (netpoll_route.go) opens with openRoute; intent is set when it was
+	// dialled.
+	route  bool
+	intent *RouteIntent
 
 	trafficTask func()
 	closedTask  func()
@@ -146,9 +155,8 @@ func (d *netpollDriver) stop() {
 		return true
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = d.evl.Shutdown(ctx)
+	shutdownEventLoop(ctx, d.evl, d.done)
 	cancel()
-	<-d.done
 	// Let the reactors run the close tasks just queued, then stop them.
 	for _, v := range d.vrs {
 		ch := make(chan struct{})
@@ -162,16 +170,41 @@ func (d *netpollDriver) stop() {
 	close(d.quit)
 }
 
+// shutdownEventLoop shuts evl down and waits for its Serve, which closes done, to return.
+// netpoll's Shutdown does nothing before Serve has registered the listener, so a Shutdown
+// right after start is repeated until one takes.
+func shutdownEventLoop(ctx context.Context, evl netpoll.EventLoop, done <-chan struct{}) {
+	for {
+		_ = evl.Shutdown(ctx)
+		select {
+		case <-done:
+			// Serve also returns when the listener fails, leaving its server behind.
+			_ = evl.Shutdown(ctx)
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // onPrepare runs on netpoll's accept path, before the socket is registered for reads.
 func (d *netpollDriver) onPrepare(conn netpoll.Connection) context.Context {
+	return d.newConn(conn, false, nil).ctx
+}
+
+// newConn sets up the npConn of a netpoll connection, accepted (on netpoll's accept path,
+// before the socket is registered for reads) or dialled, and assigns it a reactor. route
+// makes it a route connection (ri: dialled, with what the cluster layer asked for).
+func (d *netpollDriver) newConn(conn netpoll.Connection, route bool, ri *RouteIntent) *npConn {
 	vr := d.vrs[int(d.next.Add(1)-1)%len(d.vrs)]
 	n := &npConn{
-		d:    d,
-		nc:   conn,
-		vr:   vr,
-		r:    d.e.reactorFor(vr, vr),
-		done: make(chan struct{}, 1),
-		wake: make(chan struct{}, 1),
+		d:      d,
+		nc:     conn,
+		vr:     vr,
+		r:      d.e.reactorFor(vr, vr),
+		route:  route,
+		intent: ri,
+		done:   make(chan struct{}, 1),
+		wake:   make(chan struct{}, 1),
 	}
 	n.interest, n.canPause = netpollInterest(conn)
 	if fc, ok := conn.(netpoll.Conn); ok {
@@ -185,7 +218,7 @@ func (d *netpollDriver) onPrepare(conn netpoll.Connection) context.Context {
 	d.conns.Store(n, struct{}{})
 	// Close callbacks run newest first, so this one runs before netpoll's own closes the fd.
 	_ = conn.AddCloseCallback(n.onClosed)
-	return n.ctx
+	return n
 }
 
 // npKey finds the npConn for a netpoll connection in its context.
@@ -210,12 +243,21 @@ func (n *npConn) open() {
 	if n.dead {
 		return
 	}
-	var conn Conn = n
-	if tc := n.d.e.tlsConf.Load(); tc != nil {
-		n.tls = newTLSLayer(n.d.e, n, n.vr, tc, n.kickTraffic)
-		conn = n.tls
+	var (
+		c        *client
+		greeting []byte
+		ok       bool
+	)
+	if n.route {
+		c, greeting, ok = n.d.e.openRoute(n, n.r, n.intent)
+	} else {
+		var conn Conn = n
+		if tc := n.d.e.tlsConf.Load(); tc != nil {
+			n.tls = newTLSLayer(n.d.e, n, n.vr, tc, n.kickTraffic)
+			conn = n.tls
+		}
+		c, greeting, ok = n.d.e.open(conn, n.r)
 	}
-	c, greeting, ok := n.d.e.open(conn, n.r)
 	if !ok {
 		if len(greeting) > 0 {
 			_, _ = n.Writev([][]byte{greeting})
@@ -233,13 +275,20 @@ func (n *npConn) open() {
 	}
 }
 
-// onRequest is netpoll's handler, on a pooled goroutine: it runs the parser on the reactor
-// until what is buffered is consumed, waiting in netpoll for the rest of an incomplete frame.
+// onRequest is netpoll's handler for accepted connections, on a pooled goroutine.
 func (d *netpollDriver) onRequest(ctx context.Context, conn netpoll.Connection) error {
 	n, _ := ctx.Value(npKey{}).(*npConn)
 	if n == nil {
 		return conn.Close()
 	}
+	return n.pump()
+}
+
+// pump runs the parser on n's reactor until what is buffered is consumed, waiting in
+// netpoll for the rest of an incomplete frame; netpoll calls it (onRequest) on a pooled
+// goroutine when bytes arrive.
+func (n *npConn) pump() error {
+	d, conn := n.d, n.nc
 	for i := 0; ; i++ {
 		if n.vr.Execute(n.trafficTask) != nil {
 			return conn.Close()

@@ -217,7 +217,6 @@ type routeTable struct {
 	list atomic.Pointer[[]*client]
 	cfg  atomic.Pointer[RouteConfig]
 	addr *net.TCPAddr
-	ln   net.Listener
 }
 
 func (e *Engine) routeList() []*client {

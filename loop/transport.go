@@ -39,4 +39,14 @@ type driver interface {
 	start() (*net.TCPAddr, error)
 	// stop closes the listener and every connection, then returns.
 	stop()
+
+	// listenRoutes opens the cluster listener on hostPort, reports its address with
+	// Engine.routeListening and accepts routes (Engine.openRoute) on the reactors.
+	listenRoutes(hostPort string) error
+	// dialRoute connects to hostPort, blocking for the dial only, and runs the connection
+	// on a reactor as the route ri describes.
+	dialRoute(hostPort string, ri *RouteIntent) error
+	// closeRoutes closes the cluster listener; stop closes the route connections with the
+	// others.
+	closeRoutes()
 }

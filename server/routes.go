@@ -43,9 +43,6 @@ func (s *Server) checkCluster(o *Options) error {
 	if err := clusterUnsupported(o); err != nil {
 		return err
 	}
-	if o.Engine == "netpoll" {
-		return errors.New("cluster routes run on the gnet engine only")
-	}
 	return nil
 }
 
