@@ -10,7 +10,7 @@ import (
 )
 
 // clusterEngine starts an engine listening for routes (pool size pool, pinned accounts).
-func clusterEngine(t *testing.T, pool int, pinned ...string) *Engine {
+func wireEngine(t *testing.T, pool int, pinned ...string) *Engine {
 	t.Helper()
 	e := New(Config{
 		Host: "127.0.0.1", Port: -1, Reactors: 2,
@@ -94,7 +94,7 @@ func awaitRoutes(t *testing.T, e *Engine, n int) {
 // weights, messages once per server with the queue groups to serve, and what a route's
 // messages may reach here.
 func TestRouteWire(t *testing.T) {
-	e := clusterEngine(t, 0)
+	e := wireEngine(t, 0)
 	p := dialPeer(t, e, "NPEER", 0, 0, "")
 	awaitRoutes(t, e, 1)
 	if p.info["server_id"] != "NSELF" || p.info["cluster"] != "C" || p.info["route_pool_size"] != nil {
@@ -161,7 +161,7 @@ func TestRouteWire(t *testing.T) {
 // Pools: an account's interest travels on its connection (fnv32a(name) % pool size, as
 // nats-server), a pinned account's on its own route without the account on the wire.
 func TestRoutePoolAndPinned(t *testing.T) {
-	e := clusterEngine(t, 3, "P")
+	e := wireEngine(t, 3, "P")
 	var conns []*peerRoute
 	for i := 0; i < 3; i++ {
 		conns = append(conns, dialPeer(t, e, "NPEER", 3, i, ""))
@@ -217,7 +217,7 @@ func TestRoutePoolAndPinned(t *testing.T) {
 
 // A route must say CONNECT first; a client that dials the route port is told so.
 func TestRouteRefusals(t *testing.T) {
-	e := clusterEngine(t, 0)
+	e := wireEngine(t, 0)
 	for _, tc := range []struct {
 		name, send, want string
 	}{
