@@ -246,3 +246,37 @@ func TestRouteRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A peer with this server's name is refused (JetStream needs unique names), and a server whose
+// cluster name was generated takes a peer's configured one, as nats-server settles names.
+func TestRouteNames(t *testing.T) {
+	e := wireEngine(t, 0)
+	c, err := net.DialTimeout("tcp", e.RouteAddr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc := &rawClient{t: t, c: c, br: bufio.NewReader(c)}
+	rc.line()
+	rc.send(`CONNECT {"name":"NDUP","cluster":"C"}` + "\r\n" +
+		`INFO {"server_id":"NDUP","server_name":"self","cluster":"C","port":1}` + "\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := rc.br.ReadString('\n'); err == nil {
+		t.Fatal("a route from a server with our name stayed open")
+	}
+
+	d := New(Config{Host: "127.0.0.1", Port: -1, Reactors: 1, MaxPayload: 1 << 20, MaxControlLine: 4096,
+		MaxPending: 64 << 20, PingInterval: 2 * time.Minute, MaxPingsOut: 2, WriteDeadline: 10 * time.Second,
+		Info: []byte(`{"server_id":"TEST"}`),
+		Cluster: &RouteConfig{Host: "127.0.0.1", Port: -1, ClusterName: "generated", Dynamic: true,
+			ServerID: "NDYN", ServerName: "dyn", PingInterval: time.Minute, MaxPingsOut: 2}})
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	dialPeer(t, d, "NPEER", 0, 0, "") // configured name "C"
+	awaitRoutes(t, d, 1)
+	if got := d.RouteConfig().ClusterName; got != "C" {
+		t.Fatalf("cluster name %q, want the peer's configured C", got)
+	}
+}
