@@ -222,55 +222,49 @@ func (m *Manager) RouteDown(ri loop.RemoteRoute, retry bool) {
 		m.log.Debugf("Detected route to self, ignoring %q", ri.URL.Redacted())
 		return
 	}
-	if ri.ID != "" && !m.eng.HasRoute(ri.ID) {
-		delete(m.remotes, ri.ID)
-	}
-	if ri.NoRetry || !(ri.Solicited || retry) || (ri.Account != "" && ri.ID != "" && m.eng.HasPinnedRoute(ri.ID, ri.Account)) {
-		urls := m.clientURLs()
-		m.mu.Unlock()
-		m.tellURLs(urls)
-		return
-	}
-	if ri.Pooled || ri.Account != "" {
-		urls := m.clientURLs()
-		m.mu.Unlock()
-		m.tellURLs(urls)
-		if ri.URL == nil {
-			return
-		}
-		delay := time.Duration(rand.Int64N(int64(reconnectJitter)))
-		if ri.Explicit {
-			delay += reconnectDelay
-		}
-		m.connect(ri.URL, ri.Explicit, 0, delay, ri.Account)
-		return
-	}
-	connected := ri.ID != "" && m.eng.HasRoute(ri.ID)
 	u, explicit := ri.URL, ri.Explicit
 	if ri.ID != "" {
-		if eu := m.urlFor[ri.ID]; eu != nil && !connected {
-			u, explicit = eu, true
-		}
-		if connected && ri.Solicited && ri.Explicit && ri.URL != nil {
+		if ri.Solicited && ri.Explicit && ri.URL != nil {
+			// Even a duplicate we dialled tells which configured route reaches that server:
+			// whichever connection to it survived is redialled there when it goes.
 			m.urlFor[ri.ID] = ri.URL
 		}
-		if !connected {
-			delete(m.remotes, ri.ID)
+		if eu := m.urlFor[ri.ID]; eu != nil {
+			u, explicit = eu, true
 		}
+	}
+	connected := ri.ID != "" && m.eng.HasRoute(ri.ID)
+	if ri.ID != "" && !connected {
+		delete(m.remotes, ri.ID)
 	}
 	urls := m.clientURLs()
 	m.mu.Unlock()
 	if !connected {
 		m.tellURLs(urls)
 	}
-	if connected || u == nil {
+	if ri.NoRetry || u == nil || !(ri.Solicited || retry || explicit) {
 		return
+	}
+	switch {
+	case ri.Account != "":
+		// A pinned account's route: redialled unless another one to that server replaced it.
+		if m.eng.HasPinnedRoute(ri.ID, ri.Account) {
+			return
+		}
+	case ri.Pooled:
+		// One connection of a pool: redial it (it takes a free slot; the first of a pool
+		// dials the rest), whatever the others' state.
+	default:
+		// The only route to a server without pooling: not while another one is up.
+		if connected {
+			return
+		}
 	}
 	delay := time.Duration(rand.Int64N(int64(reconnectJitter)))
 	if explicit {
 		delay += reconnectDelay
 	}
-	m.connect(u, explicit, 0, delay, "")
+	m.connect(u, explicit, 0, delay, ri.Account)
 }
 
 func (m *Manager) tellURLs(urls []string) {
