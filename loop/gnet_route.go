@@ -93,11 +93,19 @@ func (d *gnetDriver) openRouteSocket(gc gnet.Conn, rs *routeSocket) ([]byte, gne
 	}
 	d.discoverEpoll(r, gc)
 	gcn := &gnetConn{Conn: gc, epfd: r.epfd}
-	c, greeting, ok := d.e.openRoute(gcn, r, rs.intent)
+	var conn Conn = gcn
+	if tl := d.e.routeTLS(gcn, r.ex, func() { _ = gcn.Wake() }, rs.intent); tl != nil {
+		conn = tl
+	}
+	c, greeting, ok := d.e.openRoute(conn, r, rs.intent)
 	if !ok {
 		return greeting, gnet.Close
 	}
 	gcn.c = c
+	if tl, ok := conn.(*tlsLayer); ok {
+		gcn.tls = tl
+		greeting = tl.start(c, greeting)
+	}
 	gc.SetContext(gcn)
 	return greeting, gnet.None
 }

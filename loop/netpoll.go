@@ -249,7 +249,13 @@ func (n *npConn) open() {
 		ok       bool
 	)
 	if n.route {
-		c, greeting, ok = n.d.e.openRoute(n, n.r, n.intent)
+		var conn Conn = n
+		if tl := n.d.e.routeTLS(n, n.vr, n.kickTraffic, n.intent); tl != nil {
+			conn = tl
+		}
+		if c, greeting, ok = n.d.e.openRoute(conn, n.r, n.intent); ok && conn != Conn(n) {
+			n.tls = conn.(*tlsLayer)
+		}
 	} else {
 		var conn Conn = n
 		if tc := n.d.e.tlsConf.Load(); tc != nil {

@@ -58,6 +58,14 @@ type RouteConfig struct {
 	Username, Password string
 	AuthTimeout        time.Duration
 
+	// TLS, when set, runs every route in TLS from its first byte (route_tls.go). TLSMap
+	// (verify_and_map) and TLSCheckKnownURLs (verify_cert_and_check_known_urls) authorize
+	// accepted routes by their certificate instead of CONNECT's credentials. Routes are the
+	// configured route URLs (known URLs, and the TLS name for routes dialled by address).
+	TLS                       *TLSConfig
+	TLSMap, TLSCheckKnownURLs bool
+	Routes                    []*url.URL
+
 	PingInterval time.Duration
 	MaxPingsOut  int
 
@@ -217,6 +225,7 @@ type routeTable struct {
 	list atomic.Pointer[[]*client]
 	cfg  atomic.Pointer[RouteConfig]
 	addr *net.TCPAddr
+	tls  routeTLSName // the TLS name for routes dialled by address (route_tls.go)
 }
 
 func (e *Engine) routeList() []*client {
@@ -434,7 +443,8 @@ func (e *Engine) openRoute(conn Conn, r *reactor, ri *RouteIntent) (c *client, g
 		}
 		greeting = e.routeInfoLine(cfg, true, 0, "")
 	}
-	if e.cfg.Log != nil {
+	if _, secure := conn.(*tlsLayer); e.cfg.Log != nil && !secure {
+		// (With TLS, once the session is up: tlsLayer.established.)
 		e.cfg.Log.Noticef("%s:%d - rid:%d - Route connection created", c.ip, c.port, c.cid)
 	}
 	now := time.Now().UnixNano()
@@ -478,6 +488,8 @@ func (e *Engine) routeInfoStruct(cfg *RouteConfig) routeInfo {
 		GoVersion:    cfg.GoVersion,
 		Headers:      true,
 		AuthRequired: cfg.Username != "",
+		TLSRequired:  cfg.TLS != nil,
+		TLSVerify:    cfg.TLS != nil, // routes always verify the peer's certificate
 		MaxPayload:   int32(e.cfg.MaxPayload),
 		JetStream:    cfg.JetStream,
 		Cluster:      cfg.ClusterName,
@@ -536,7 +548,7 @@ func (e *Engine) routeInfoLine(cfg *RouteConfig, nonce bool, poolIdx int, accoun
 
 func (e *Engine) routeConnectLine(cfg *RouteConfig, u *url.URL) []byte {
 	rc := routeConnect{Echo: true, Headers: true, Name: cfg.ServerID, Cluster: cfg.ClusterName,
-		Dynamic: cfg.Dynamic}
+		Dynamic: cfg.Dynamic, TLS: cfg.TLS != nil}
 	if u != nil && u.User != nil {
 		rc.User = u.User.Username()
 		rc.Pass, _ = u.User.Password()
@@ -616,7 +628,7 @@ func (c *client) processRouteConnect(arg []byte) {
 		c.closeWithErr(txt, "Wrong Gateway")
 		return
 	}
-	if cfg.Username != "" && (rc.User != cfg.Username || rc.Pass != cfg.Password) {
+	if !c.routeAuthorized(cfg, &rc) {
 		if l := c.routeLog(); l != nil {
 			l.Errorf("%s:%d - rid:%d - authentication error - User %q", c.ip, c.port, c.cid, rc.User)
 		}
@@ -985,6 +997,7 @@ func (e *Engine) routeClosed(c *client) {
 	if rs.registered {
 		e.dropRoute(c)
 	}
+	c.routeTLSCloseReason()
 	if e.cfg.Log != nil {
 		reason := c.reason
 		if reason == "" {

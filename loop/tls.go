@@ -5,7 +5,9 @@ import (
 	"time"
 )
 
-// TLSConfig is client TLS, served on the engine's own reactors by tlsLayer (tlslayer.go).
+// TLSConfig is TLS served on the engine's own reactors by tlsLayer (tlslayer.go): clients'
+// (Config.TLS, SetTLS), and routes' (RouteConfig.TLS: both roles, always TLS first, so
+// HandshakeFirst, FallbackDelay and AllowNonTLS do not apply).
 type TLSConfig struct {
 	Config  *tls.Config
 	Timeout time.Duration // handshake timeout

@@ -31,6 +31,10 @@ import (
 // unusual suite) keeps crypto/tls's record layer, driven without blocking through the same
 // hsConn. Both leave certificate checks, the key schedule and every handshake rule to the
 // standard library, so its security fixes apply here unchanged (README "TLS").
+//
+// The layer serves clients (the server side of their sessions) and routes: an accepted route
+// is the server side, a dialled one the client side (route_tls.go); both start TLS before a
+// byte of the route protocol, as nats-server's routes do.
 type tlsLayer struct {
 	Conn // the engine's connection: raw bytes
 	e    *Engine
@@ -60,6 +64,16 @@ type tlsLayer struct {
 
 	hsHold bool // reading stopped: the handshake holds hsFeedMax unread (feedHandshake)
 	first  bool // the handshake came before INFO (handshake_first, and no fallback)
+
+	// route: a route connection, whose session always comes first; client: this end dials,
+	// so it is the session's client, verifying the peer as serverName (unless the config
+	// names one). failed hears why a handshake failed (route_tls.go: the saved TLS name).
+	route, client bool
+	serverName    string
+	failed        func(error)
+	// lateLog: the connection closed while crypto/tls was running this handshake; its
+	// outcome, when it comes, is what is logged (it says why better than an EOF).
+	lateLog *hsConn
 
 	vers, suite uint16
 	peer        []*x509.Certificate
@@ -152,6 +166,15 @@ func (l *tlsLayer) start(c *client, greeting []byte) []byte {
 	if l.tc.Timeout > 0 {
 		l.timer = time.AfterFunc(l.tc.Timeout, func() { _ = l.ex.Execute(l.timedOut) })
 	}
+	if l.route {
+		// TLS first, both ways: the dialling side says ClientHello at once, the accepting
+		// side waits for it; CONNECT and INFO travel inside the session.
+		l.greeting, l.first, l.state = greeting, true, tlsHello
+		if l.client {
+			l.startHandshake()
+		}
+		return nil
+	}
 	if !l.tc.HandshakeFirst {
 		l.state = tlsHello
 		return greeting
@@ -180,6 +203,9 @@ func (l *tlsLayer) fallback() {
 
 func (l *tlsLayer) timedOut() {
 	if l.state <= tlsShaking {
+		if l.route && l.c != nil && l.e.cfg.Log != nil {
+			l.e.cfg.Log.Errorf("%s:%d - rid:%d - TLS handshake timeout", l.c.ip, l.c.port, l.c.cid)
+		}
 		l.handshakeFailed(errHandshakeTimeout{})
 	}
 }
@@ -392,9 +418,16 @@ func (l *tlsLayer) Close() error {
 
 // closed releases the layer once the engine connection is gone (on the reactor).
 func (l *tlsLayer) closed() {
-	if l.state <= tlsShaking && (l.c == nil || !l.c.closing) {
-		// The client left before its session was up: nats-server's handshake read ends in EOF.
-		l.logHandshakeError(io.EOF)
+	if l.state <= tlsShaking && (l.c == nil || !l.c.closing) && !l.e.stopping.Load() {
+		if h := l.hs.Load(); l.state == tlsShaking && h != nil {
+			// crypto/tls may have failed already (its alert made the peer hang up before
+			// its verdict reached the reactor): established logs what it returns.
+			l.lateLog = h
+		} else {
+			// The client left before its session was up: nats-server's handshake read
+			// ends in EOF.
+			l.logHandshakeError(io.EOF)
+		}
 	}
 	l.state = tlsDead
 	if l.timer != nil {
@@ -453,7 +486,7 @@ func (l *tlsLayer) feedHandshake() {
 	}
 	if l.state != tlsShaking {
 		first, _ := l.Conn.Peek(1)
-		if l.tc.AllowNonTLS && first[0] != recordHandshake {
+		if l.tc.AllowNonTLS && !l.route && first[0] != recordHandshake {
 			// allow_non_tls: a client that answers INFO with anything but a ClientHello
 			// stays in plaintext.
 			l.plainNow()
@@ -514,6 +547,22 @@ func (l *tlsLayer) startHandshake() {
 	cfg := l.tc.Config.Clone()
 	kc := &keyCapture{}
 	cfg.KeyLogWriter = kc
+	if l.route && l.c != nil && l.e.cfg.Log != nil {
+		side := "server"
+		if l.client {
+			side = "client"
+		}
+		l.e.cfg.Log.Debugf("%s:%d - rid:%d - Starting TLS route %s handshake", l.c.ip, l.c.port, l.c.cid, side)
+	}
+	if l.client {
+		// The server's certificate must name the host dialled (or the saved TLS name), as
+		// nats-server's doTLSHandshake sets it; a configured server_name wins.
+		if cfg.ServerName == "" {
+			cfg.ServerName = l.serverName
+		}
+		go l.handshake(h, cfg, kc)
+		return
+	}
 	// A session ticket is the one record crypto/tls may seal with the application key during
 	// the handshake; counting them gives the record layer its starting sequence number.
 	base := l.tc.Config
@@ -551,7 +600,12 @@ func (l *tlsLayer) handshake(h *hsConn, cfg *tls.Config, kc *keyCapture) {
 	}()
 	hsGate <- struct{}{}
 	h.gated = true
-	s := tls.Server(h, cfg)
+	var s *tls.Conn
+	if l.client {
+		s = tls.Client(h, cfg)
+	} else {
+		s = tls.Server(h, cfg)
+	}
 	err := s.Handshake()
 	if h.gated {
 		<-hsGate
@@ -566,6 +620,17 @@ func (l *tlsLayer) handshake(h *hsConn, cfg *tls.Config, kc *keyCapture) {
 
 // established runs on the reactor when crypto/tls has finished the handshake.
 func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, kc *keyCapture, err error) {
+	if l.lateLog == h && h != nil {
+		l.lateLog = nil
+		if err == nil || errors.Is(err, net.ErrClosed) {
+			err = io.EOF // the peer left: the handshake read nothing more
+		}
+		l.logHandshakeError(err)
+		if l.failed != nil {
+			l.failed(err)
+		}
+		return
+	}
 	if l.state != tlsShaking || l.hs.Load() != h {
 		return
 	}
@@ -582,8 +647,19 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 	l.vers, l.suite, l.peer = st.Version, st.CipherSuite, st.PeerCertificates
 	left := h.takeRest()
 	if st.Version == tls.VersionTLS13 && kc.client != nil && kc.server != nil {
-		if rec, rerr := newRecord13(st.CipherSuite, kc.client, kc.server); rerr == nil {
-			rec.out.seq = uint64(kc.tickets.Load())
+		in, out := kc.client, kc.server
+		if l.client {
+			in, out = kc.server, kc.client
+		}
+		if rec, rerr := newRecord13(st.CipherSuite, in, out); rerr == nil {
+			if l.client {
+				// crypto/tls's client sends nothing under its application key during the
+				// handshake, and reads nothing past the server's Finished: the server's
+				// tickets are still in left, for the record layer.
+				rec.client = true
+			} else {
+				rec.out.seq = uint64(kc.tickets.Load())
+			}
 			l.rec = rec
 			l.raw = left
 			l.hs.Store(nil)
@@ -595,6 +671,13 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 		l.std = s
 	}
 	l.state = tlsOpen
+	if l.route && l.c != nil && l.e.cfg.Log != nil {
+		lg, c := l.e.cfg.Log, l.c
+		lg.Debugf("%s:%d - rid:%d - TLS handshake complete", c.ip, c.port, c.cid)
+		lg.Debugf("%s:%d - rid:%d - TLS version %s, cipher suite %s", c.ip, c.port, c.cid, tlsVersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
+		// nats-server says a route is created once its session is up (openRoute did not).
+		lg.Noticef("%s:%d - rid:%d - Route connection created", c.ip, c.port, c.cid)
+	}
 	if g := l.greeting; g != nil {
 		l.greeting = nil
 		_, _ = l.Writev([][]byte{g})
@@ -633,6 +716,9 @@ func (l *tlsLayer) handshakeFailed(err error) {
 		h.kill(err)
 	}
 	l.logHandshakeError(err)
+	if l.failed != nil {
+		l.failed(err)
+	}
 	l.state = tlsDead
 	for _, b := range l.held {
 		outbound.PutChunk(b)
@@ -672,6 +758,11 @@ func (l *tlsLayer) logHandshakeError(err error) {
 		if len(subjs) > 0 {
 			detail = " (" + strings.Join(subjs, "; ") + ")"
 		}
+	}
+	if c := l.c; l.route && c != nil {
+		// Always an error for routes: their port is not one load balancers probe.
+		lg.Errorf("%s:%d - rid:%d - TLS route handshake error: %v%s", c.ip, c.port, c.cid, err, detail)
+		return
 	}
 	logf := lg.Errorf
 	var ne net.Error
@@ -1008,3 +1099,18 @@ func (h *hsConn) RemoteAddr() net.Addr             { return h.remote }
 func (h *hsConn) SetDeadline(time.Time) error      { return nil }
 func (h *hsConn) SetReadDeadline(time.Time) error  { return nil }
 func (h *hsConn) SetWriteDeadline(time.Time) error { return nil }
+
+// tlsVersionName is a protocol version as nats-server logs it ("1.3").
+func tlsVersionName(v uint16) string {
+	switch v {
+	case tls.VersionTLS10:
+		return "1.0"
+	case tls.VersionTLS11:
+		return "1.1"
+	case tls.VersionTLS12:
+		return "1.2"
+	case tls.VersionTLS13:
+		return "1.3"
+	}
+	return fmt.Sprintf("Unknown [0x%x]", v)
+}

@@ -35,7 +35,11 @@ const (
 	recordHandshake        = 22
 	recordApplicationData  = 23
 
-	handshakeKeyUpdate = 24
+	handshakeNewSessionTicket = 4
+	handshakeKeyUpdate        = 24
+	// maxPostHandshake bounds a post-handshake message a peer may cut across records (a
+	// session ticket is a few hundred bytes).
+	maxPostHandshake = 64 << 10
 
 	alertCloseNotify = 0
 )
@@ -48,6 +52,13 @@ var (
 	errCloseNotify    = errors.New("tls: peer closed the session (close_notify)")
 )
 
+// peerAlertError is an alert the peer sent (errPeerAlert), named as crypto/tls names it
+// ("remote error: tls: bad certificate").
+type peerAlertError byte
+
+func (e peerAlertError) Error() string        { return "remote error: " + tls.AlertError(e).Error() }
+func (e peerAlertError) Is(target error) bool { return target == errPeerAlert }
+
 // trafficKeys protects one direction of a TLS 1.3 session.
 type trafficKeys struct {
 	aead   cipher.AEAD
@@ -59,12 +70,18 @@ type trafficKeys struct {
 	scratch [12]byte
 }
 
-// record13 is an established TLS 1.3 session's record protection.
+// record13 is an established TLS 1.3 session's record protection, either side's: in opens
+// what the peer sends, out seals what we send.
 type record13 struct {
 	suite   uint16
 	hash    func() hash.Hash
 	keyLen  int
 	in, out trafficKeys
+	// client: this end is the session's client (a dialled route), so the peer may send
+	// session tickets, which are read and dropped (routes do not resume sessions).
+	client bool
+	// hsPart is a post-handshake message whose rest is in the next record.
+	hsPart []byte
 }
 
 // suite13 returns what a TLS 1.3 cipher suite needs, or ok=false for one natsd leaves to
@@ -81,16 +98,18 @@ func suite13(id uint16) (h func() hash.Hash, keyLen int, ok bool) {
 	return nil, 0, false
 }
 
-func newRecord13(suite uint16, clientSecret, serverSecret []byte) (*record13, error) {
+// newRecord13 protects a session opened with the peer's application traffic secret (in) and
+// sealed with ours (out): a server passes the client's secret first, a client the server's.
+func newRecord13(suite uint16, inSecret, outSecret []byte) (*record13, error) {
 	h, keyLen, ok := suite13(suite)
 	if !ok {
 		return nil, errors.New("tls: cipher suite not handled on the reactor")
 	}
 	r := &record13{suite: suite, hash: h, keyLen: keyLen}
-	if err := r.in.set(r, clientSecret); err != nil {
+	if err := r.in.set(r, inSecret); err != nil {
 		return nil, err
 	}
-	if err := r.out.set(r, serverSecret); err != nil {
+	if err := r.out.set(r, outSecret); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -226,12 +245,19 @@ func (r *record13) open(raw, plain []byte, reply []byte) (used int, _ []byte, _ 
 			return used, plain, reply, errUnexpectedMsg
 		}
 		typ, content := out[i], out[:i]
+		if typ != recordHandshake && len(r.hsPart) > 0 {
+			// A handshake message cut across records is not interleaved with others.
+			return used, plain, reply, errUnexpectedMsg
+		}
 		switch typ {
 		case recordApplicationData:
 			plain = plain[:len(plain)+len(content)]
 		case recordAlert:
 			if len(content) == 2 && content[1] == alertCloseNotify {
 				return used, plain, reply, errCloseNotify
+			}
+			if len(content) == 2 {
+				return used, plain, reply, peerAlertError(content[1])
 			}
 			return used, plain, reply, errPeerAlert
 		case recordHandshake:
@@ -245,24 +271,50 @@ func (r *record13) open(raw, plain []byte, reply []byte) (used int, _ []byte, _ 
 	return used, plain, reply, nil
 }
 
-// handshakeMsgs handles post-handshake messages from a client: only KeyUpdate is valid
-// (a server never asks for renegotiation or post-handshake authentication).
+// handshakeMsgs handles post-handshake messages from the peer: KeyUpdate from either side,
+// and NewSessionTicket from a server (a server never asks a client for renegotiation or
+// post-handshake authentication, and a client sends neither). A message may continue in the
+// next record, but a KeyUpdate must end its record: nothing may follow it under the old key
+// (RFC 8446 section 5.1).
 func (r *record13) handshakeMsgs(b, reply []byte) ([]byte, error) {
+	if len(r.hsPart) > 0 {
+		b = append(r.hsPart, b...)
+		r.hsPart = nil
+	}
 	for len(b) > 0 {
-		if len(b) < 5 || b[0] != handshakeKeyUpdate || b[1] != 0 || b[2] != 0 || b[3] != 1 || b[4] > 1 {
+		if len(b) < 4 {
+			r.hsPart = append([]byte(nil), b...)
+			return reply, nil
+		}
+		n := int(b[1])<<16 | int(b[2])<<8 | int(b[3])
+		if n > maxPostHandshake {
 			return reply, errUnexpectedMsg
 		}
-		requested := b[4] == 1
-		b = b[5:]
-		if err := r.in.update(r); err != nil {
-			return reply, err
+		if len(b) < 4+n {
+			r.hsPart = append([]byte(nil), b...)
+			return reply, nil
 		}
-		if requested {
-			// Answer under the old key, then switch (RFC 8446 section 4.6.3).
-			reply = r.sealBytes(reply, []byte{handshakeKeyUpdate, 0, 0, 1, 0}, recordHandshake)
-			if err := r.out.update(r); err != nil {
+		typ, body := b[0], b[4:4+n]
+		b = b[4+n:]
+		switch {
+		case typ == handshakeKeyUpdate && n == 1 && body[0] <= 1:
+			if len(b) > 0 {
+				return reply, errUnexpectedMsg
+			}
+			if err := r.in.update(r); err != nil {
 				return reply, err
 			}
+			if body[0] == 1 {
+				// Answer under the old key, then switch (RFC 8446 section 4.6.3).
+				reply = r.sealBytes(reply, []byte{handshakeKeyUpdate, 0, 0, 1, 0}, recordHandshake)
+				if err := r.out.update(r); err != nil {
+					return reply, err
+				}
+			}
+		case typ == handshakeNewSessionTicket && r.client:
+			// Dropped: nothing resumes.
+		default:
+			return reply, errUnexpectedMsg
 		}
 	}
 	return reply, nil

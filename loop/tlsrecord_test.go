@@ -206,3 +206,51 @@ func BenchmarkTLSLayerWritev(b *testing.B) {
 		}
 	}
 }
+
+// TestRecord13PostHandshake: the client side of a session reads past a server's session
+// tickets, whole or cut across records; the server side refuses them. A KeyUpdate must end
+// its record, and a handshake message cut across records must not be interleaved with data.
+func TestRecord13PostHandshake(t *testing.T) {
+	srv, cli := pair13(t, tls.TLS_AES_128_GCM_SHA256)
+	cli.client = true
+	ticket := append([]byte{handshakeNewSessionTicket, 0, 1, 4}, make([]byte, 260)...)
+	var wire []byte
+	wire = srv.sealBytes(wire, ticket, recordHandshake)
+	wire = srv.sealBytes(wire, ticket[:3], recordHandshake) // cut inside the header
+	wire = srv.sealBytes(wire, ticket[3:100], recordHandshake)
+	wire = srv.sealBytes(wire, ticket[100:], recordHandshake)
+	wire = srv.sealBytes(wire, []byte("INFO {}\r\n"), recordApplicationData)
+	used, plain, reply, err := cli.open(wire, nil, nil)
+	if err != nil || used != len(wire) || string(plain) != "INFO {}\r\n" || len(reply) != 0 || len(cli.hsPart) != 0 {
+		t.Fatalf("client reading tickets: used %d/%d %q %v", used, len(wire), plain, err)
+	}
+	// And a KeyUpdate the server asks to be answered, after them.
+	ku := srv.sealBytes(nil, []byte{handshakeKeyUpdate, 0, 0, 1, 1}, recordHandshake)
+	_ = srv.out.update(srv)
+	ku = srv.sealBytes(ku, []byte("x"), recordApplicationData)
+	if _, p, reply, err := cli.open(ku, nil, nil); err != nil || string(p) != "x" || len(reply) == 0 {
+		t.Fatalf("client KeyUpdate: %q %d %v", p, len(reply), err)
+	}
+
+	for _, bad := range []struct {
+		name string
+		recs func(srv, cli *record13) []byte
+	}{
+		{"ticket to a server", func(srv, cli *record13) []byte { return cli.sealBytes(nil, ticket, recordHandshake) }},
+		{"data after KeyUpdate in its record", func(srv, cli *record13) []byte {
+			return cli.sealBytes(nil, []byte{handshakeKeyUpdate, 0, 0, 1, 0, handshakeKeyUpdate, 0, 0, 1, 0}, recordHandshake)
+		}},
+		{"data inside a cut message", func(srv, cli *record13) []byte {
+			b := cli.sealBytes(nil, []byte{handshakeKeyUpdate, 0, 0}, recordHandshake)
+			return cli.sealBytes(b, []byte("x"), recordApplicationData)
+		}},
+		{"oversized message", func(srv, cli *record13) []byte {
+			return cli.sealBytes(nil, []byte{handshakeKeyUpdate, 2, 0, 0}, recordHandshake)
+		}},
+	} {
+		s2, c2 := pair13(t, tls.TLS_AES_128_GCM_SHA256)
+		if _, _, _, err := s2.open(bad.recs(s2, c2), nil, nil); !errors.Is(err, errUnexpectedMsg) {
+			t.Errorf("%s: %v, want %v", bad.name, err, errUnexpectedMsg)
+		}
+	}
+}

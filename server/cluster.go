@@ -134,9 +134,6 @@ func clusterSame(a, b *cluster.Options) bool {
 // pinned if the running server has it.
 func clusterReloadRule(old, new *Options) error {
 	oc, nc := &old.Cluster, &new.Cluster
-	if nc.Enabled() && nc.TLSConfig != nil {
-		return clusterUnsupported(new)
-	}
 	if oc.Host != nc.Host {
 		return fmt.Errorf("config reload not supported for cluster host: old=%s, new=%s", oc.Host, nc.Host)
 	}

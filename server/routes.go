@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"runtime"
@@ -40,10 +41,33 @@ func (s *Server) checkCluster(o *Options) error {
 	if o.JetStream {
 		return errors.New("jetstream in a cluster is not supported yet: natsd cannot replicate streams; run JetStream on a server without a cluster block")
 	}
-	if err := clusterUnsupported(o); err != nil {
-		return err
-	}
 	return nil
+}
+
+// clusterTLSInsecureWarning is nats-server's warning for a cluster tls {} block with
+// insecure: true.
+const clusterTLSInsecureWarning = "TLS certificate chain and hostname of solicited routes will not be verified. DO NOT USE IN PRODUCTION!"
+
+// routeTLS is the loop's route TLS (nil without a cluster tls {} block): the block's
+// tls.Config, which the config parser made verify both ways (the peer's certificate is
+// required, and ca_file is also the roots for the routes this server dials), its handshake
+// timeout and pinned certificates.
+func routeTLS(co *cluster.Options) *loop.TLSConfig {
+	if co.TLSConfig == nil {
+		return nil
+	}
+	c := co.TLSConfig.Clone()
+	if c.MinVersion == 0 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	return &loop.TLSConfig{Config: c, Timeout: co.TLSTimeout, PinnedCerts: co.TLSPinnedCerts}
+}
+
+// setRouteTLS copies the cluster block's TLS settings into the loop's route settings.
+func setRouteTLS(c *loop.RouteConfig, co *cluster.Options) {
+	c.TLS = routeTLS(co)
+	c.TLSMap, c.TLSCheckKnownURLs = co.TLSMap, co.TLSCheckKnownURLs
+	c.Routes = co.Routes
 }
 
 // routeConfig is the loop's view of the cluster options (nil: no cluster).
@@ -68,7 +92,7 @@ func (s *Server) routeConfig(o *Options) *loop.RouteConfig {
 	if p := co.Permissions; p != nil {
 		imp, exp = p.Import, p.Export
 	}
-	return &loop.RouteConfig{
+	rc := &loop.RouteConfig{
 		Import: imp, Export: exp,
 		Host: co.Host, Port: co.Port,
 		ClusterName: name, Dynamic: dynamic,
@@ -79,6 +103,8 @@ func (s *Server) routeConfig(o *Options) *loop.RouteConfig {
 		PingInterval: ping, MaxPingsOut: co.MaxPingsOut,
 		PoolSize: max(co.PoolSize, 0), Pinned: pinned,
 	}
+	setRouteTLS(rc, co)
+	return rc
 }
 
 // prepareCluster makes the route manager, which hears route events from the first route on.
@@ -119,6 +145,9 @@ func (s *Server) startCluster() {
 	}
 	addr := s.eng.RouteAddr()
 	s.log.Noticef("Listening for route connections on %s", net.JoinHostPort(co.Host, strconv.Itoa(addr.Port)))
+	if co.TLSConfig != nil && co.TLSConfig.InsecureSkipVerify {
+		s.log.Warnf(clusterTLSInsecureWarning)
+	}
 	own := s.ownClientURLs()
 	s.eng.SetRouteConfig(func(c *loop.RouteConfig) { c.ConnectURLs = own })
 	cs.started = true
@@ -131,6 +160,9 @@ func (s *Server) startCluster() {
 			if p := new.Permissions; p != nil {
 				c.Import, c.Export = p.Import, p.Export
 			}
+			// Routes that connect from now on use the new certificates and settings (TLS
+			// switched on or off included); established ones keep their sessions.
+			setRouteTLS(c, new)
 		})
 		if len(ch.RoutesAdded) > 0 || len(ch.RoutesRemoved) > 0 {
 			cs.mgr.SetRoutes(new.Routes)
@@ -276,14 +308,4 @@ func (s *Server) routezRoutes(subs, detail bool) []RouteInfo {
 		out = append(out, ri)
 	}
 	return out
-}
-
-// clusterUnsupported refuses route settings natsd cannot honour yet, where running without
-// them would weaken what the operator asked for.
-func clusterUnsupported(o *Options) error {
-	co := &o.Cluster
-	if co.TLSConfig != nil {
-		return errors.New("cluster tls is not supported yet: routes would run in clear text")
-	}
-	return nil
 }

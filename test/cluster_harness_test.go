@@ -237,6 +237,7 @@ type clusterSpec struct {
 	poolSize int      // cluster.pool_size; 0 = not written (nats-server's default, 3)
 	pinned   []string // cluster.accounts
 	auth     bool     // cluster.authorization {user: ctRouteUser, password: ctRoutePass}
+	tls      bool     // cluster.tls {cert_file, key_file, ca_file, verify: true}: the cluster's PKI (cluster_tls_test.go)
 	extra    string   // top-level config appended to every node's file (accounts, system_account)
 	// node, when set, adjusts node i's own settings (routes, no_advertise, credentials).
 	node func(i int, ns *nodeSpec)
@@ -247,6 +248,7 @@ type nodeSpec struct {
 	routes      []int // the nodes its cluster.routes lists; default: every earlier node
 	noAdvertise bool
 	routePass   string // password in its route URLs and authorization (auth clusters); "" = right one
+	untrusted   bool   // tls clusters: its certificate is from a CA the others do not trust
 }
 
 const (
@@ -261,6 +263,7 @@ type testCluster struct {
 	spec  clusterSpec
 	dir   string
 	nodes []*clusterNode
+	pki   *ctPKI // tls clusters: the certificates' files
 
 	mu     sync.Mutex
 	dumped bool
@@ -374,6 +377,9 @@ func (env *topoEnv) baseCluster(t *testing.T) *testCluster {
 func (env *topoEnv) newCluster(t, owner *testing.T, tag string, spec clusterSpec) *testCluster {
 	c := &testCluster{env: env, tag: tag, spec: spec, dir: owner.TempDir(),
 		name: "ctest-" + tag + "-" + nuid.Next()[16:]}
+	if spec.tls {
+		c.pki = newCtPKI(t, c.dir)
+	}
 	owner.Cleanup(func() { c.stop(owner) })
 	c.attach(t)
 	return c
@@ -466,6 +472,9 @@ func (n *clusterNode) config() string {
 	}
 	if c.spec.auth {
 		fmt.Fprintf(&b, "  authorization {\n    user: %s\n    password: %s\n  }\n", user, pass)
+	}
+	if c.pki != nil {
+		b.WriteString(c.pki.block(n.spec.untrusted))
 	}
 	b.WriteString("}\n")
 	b.WriteString(c.spec.extra)

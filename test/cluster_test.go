@@ -70,6 +70,7 @@ func TestCluster(t *testing.T) {
 			run("pool", env.testPool)
 			run("no_advertise", env.testNoAdvertise)
 			run("route_auth", env.testRouteAuth)
+			run("route_tls", env.testRouteTLS)
 		})
 	}
 }
