@@ -247,6 +247,7 @@ type nodeSpec struct {
 	routes      []int // the nodes its cluster.routes lists; default: every earlier node
 	noAdvertise bool
 	routePass   string // password in its route URLs and authorization (auth clusters); "" = right one
+	compression string // cluster.compression; "" = not written (nats-server's default, accept)
 }
 
 const (
@@ -463,6 +464,9 @@ func (n *clusterNode) config() string {
 	}
 	if n.spec.noAdvertise {
 		b.WriteString("  no_advertise: true\n")
+	}
+	if n.spec.compression != "" {
+		fmt.Fprintf(&b, "  compression: %s\n", n.spec.compression)
 	}
 	if c.spec.auth {
 		fmt.Fprintf(&b, "  authorization {\n    user: %s\n    password: %s\n  }\n", user, pass)
@@ -775,6 +779,7 @@ type routezRoute struct {
 	NumSubs      int      `json:"subscriptions"`
 	Subs         []string `json:"subscriptions_list"`
 	Account      string   `json:"account"`
+	Compression  string   `json:"compression"`
 }
 
 type routez struct {
