@@ -128,11 +128,11 @@ func infoCompression(cfg *RouteConfig, mode string) string {
 	return mode
 }
 
-// routeRTT is the round trip s2_auto picks its first level from: the last PING's, or, with
-// none measured, the time since the connection opened (the remote's INFO answered ours, or
-// our dial), as nats-server does.
+// routeRTT is the round trip s2_auto picks a level from: the last one measured, or, with none
+// yet, the time since the connection opened (at the handshake: how long the remote took to
+// answer, as nats-server takes it).
 func (c *client) routeRTT() time.Duration {
-	if c.rtt > 0 && c.rttStart == 0 {
+	if c.rtt > 0 {
 		return time.Duration(c.rtt)
 	}
 	return max(time.Duration(time.Now().UnixNano()-c.start), time.Nanosecond)
@@ -186,6 +186,9 @@ func (c *client) negotiateRouteCompression(cfg *RouteConfig, remote string) (wai
 		return true
 	}
 	if mode == CompressionS2Auto {
+		if c.rttStart == 0 {
+			c.rtt = int64(c.routeRTT()) // the handshake's duration stands for the RTT until a PONG
+		}
 		mode = s2AutoLevel(c.routeRTT(), cfg.RTTThresholds)
 	}
 	rs.compression = mode
@@ -532,18 +535,32 @@ func (l *routeComp) Writev(bs [][]byte) (int, error) {
 	k, bi, off := 0, 0, 0
 	for left := total; left > 0; {
 		m := min(left, compBlock)
+		left -= m
+		box := compOutPool.Get().(*[]byte)
+		out := (*box)[:0]
+		if !l.idSent {
+			out = append(out, streamIDChunk...)
+			l.idSent = true
+		}
 		for off == len(bs[bi]) {
 			bi, off = bi+1, 0
 		}
 		var src []byte
+		inPlace := false
 		if len(bs[bi])-off >= m {
 			src = bs[bi][off : off+m] // the block lies in one buffer: no gathering
 			off += m
 		} else {
-			if stage == nil {
-				stage = compStagePool.Get().(*[]byte)
+			if l.wl == compUncompressed {
+				// Stored as is: gathered straight into the chunk.
+				at := len(out) + chunkHeaderLen + chunkCRCLen
+				src, inPlace = out[at:at+m], true
+			} else {
+				if stage == nil {
+					stage = compStagePool.Get().(*[]byte)
+				}
+				src = (*stage)[:m]
 			}
-			src = (*stage)[:m]
 			for j := 0; j < m; {
 				if off == len(bs[bi]) {
 					bi, off = bi+1, 0
@@ -554,14 +571,7 @@ func (l *routeComp) Writev(bs [][]byte) (int, error) {
 				off += c
 			}
 		}
-		left -= m
-		box := compOutPool.Get().(*[]byte)
-		out := (*box)[:0]
-		if !l.idSent {
-			out = append(out, streamIDChunk...)
-			l.idSent = true
-		}
-		l.iov[k], l.boxes[k] = l.appendChunk(out, src), box
+		l.iov[k], l.boxes[k] = l.appendChunk(out, src, inPlace), box
 		if k++; k == compIOV || left == 0 {
 			if err == nil {
 				_, err = l.Conn.Writev(l.iov[:k])
@@ -584,8 +594,9 @@ func (l *routeComp) Writev(bs [][]byte) (int, error) {
 }
 
 // appendChunk appends src as one data chunk at the writer's level; out has room for it
-// compressed (s2.MaxEncodedLen) or stored.
-func (l *routeComp) appendChunk(out, src []byte) []byte {
+// compressed (s2.MaxEncodedLen) or stored. inPlace: src already lies where a stored chunk's
+// bytes go.
+func (l *routeComp) appendChunk(out, src []byte, inPlace bool) []byte {
 	h := len(out)
 	body := h + chunkHeaderLen + chunkCRCLen
 	typ := byte(chunkUncompressed)
@@ -608,7 +619,11 @@ func (l *routeComp) appendChunk(out, src []byte) []byte {
 		}
 	}
 	if typ == chunkUncompressed {
-		out = append(out, src...)
+		if inPlace {
+			out = out[:body+len(src)]
+		} else {
+			out = append(out, src...)
+		}
 	}
 	n := len(out) - h - chunkHeaderLen
 	out[h] = typ

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +336,52 @@ func TestRouteCompressionNatsd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A reload's new mode: a compressing route switches level in place (s2_auto: the level its
+// round trip picks); one that must negotiate again (to accept, or off) is closed.
+func TestRouteCompressionReload(t *testing.T) {
+	a := compEngine(t, "NA", CompressionS2Fast, 0)
+	b := compEngine(t, "NB", CompressionAccept, 0)
+	u, _ := url.Parse("nats-route://" + b.RouteAddr().String())
+	if err := a.DialRoute(u, true, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	awaitRoutes(t, a, 1)
+	awaitRoutes(t, b, 1)
+	ca, cb := dialInto(t, a, a.Global()), dialInto(t, b, b.Global())
+	cb.send("SUB x 1\r\n")
+	cb.flush()
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Global().remoteSubs.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("interest did not cross")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i, mode := range []string{CompressionS2Better, CompressionS2Auto, CompressionS2Uncompressed} {
+		a.SetRouteCompression(mode, nil)
+		want := []string{mode}
+		if mode == CompressionS2Auto {
+			want = []string{CompressionS2Uncompressed, CompressionS2Fast}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for got := routeCompression(t, a); len(got) != 1 || !slices.Contains(want, got[0]); got = routeCompression(t, a) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after reload to %s: /routez compression %v", mode, got)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := routeCompression(t, b); len(got) != 1 || got[0] != CompressionS2Fast {
+			t.Fatalf("the other side's compression changed: %v", got)
+		}
+		body := strings.Repeat("payload-", 1000) + strconv.Itoa(i)
+		ca.send("PUB x " + strconv.Itoa(len(body)) + "\r\n" + body + "\r\n")
+		if got := cb.line() + cb.line(); got != "MSG x 1 "+strconv.Itoa(len(body))+"\r\n"+body+"\r\n" {
+			t.Fatalf("after reload to %s: got %d bytes", mode, len(got))
+		}
+	}
+	a.SetRouteCompression(CompressionAccept, nil)
+	awaitRoutes(t, a, 0)
+	awaitRoutes(t, b, 0)
 }

@@ -451,6 +451,38 @@ func rmsgBatch() [][]byte {
 	return out
 }
 
+// Whatever arrives, the reader neither panics nor opens more than a window and a block at
+// once; a stream that opens is what s2's own reader opens.
+func FuzzRouteCompRead(f *testing.F) {
+	w := &compWire{}
+	l := &routeComp{Conn: w}
+	l.compressWrites(CompressionS2Fast)
+	_, _ = l.Writev(rmsgBatch())
+	f.Add(w.out.Bytes(), uint16(100))
+	f.Add([]byte(streamIDChunk+"\x01\x09\x00\x00\x00\x00\x00\x00hello"), uint16(3))
+	f.Add([]byte(streamIDChunk+"\x80\x02\x00\x00ab"+streamIDChunk), uint16(1))
+	f.Fuzz(func(t *testing.T, wire []byte, piece uint16) {
+		r, in := compReader()
+		var got bytes.Buffer
+		step := int(piece%4096) + 1
+		for off := 0; off < len(wire); off += step {
+			in.in = append(in.in, wire[off:min(off+step, len(wire))]...)
+			if n := r.InboundBuffered(); n > compWindow+compMaxBlock {
+				t.Fatalf("%d bytes opened at once", n)
+			}
+			compDrain(r, &got)
+		}
+		if r.dead {
+			return
+		}
+		// (s2's reader with small blocks: its buffers are allocated per reader.)
+		ref, err := io.ReadAll(s2.NewReader(bytes.NewReader(wire), s2.ReaderMaxBlockSize(64<<10)))
+		if err == nil && !bytes.Equal(ref, got.Bytes()) {
+			t.Fatalf("opened %q, s2.Reader %q", got.Bytes(), ref)
+		}
+	})
+}
+
 // BenchmarkRouteComp compresses a batch of 64 × 128 B RMSGs and opens it again.
 func BenchmarkRouteComp(b *testing.B) {
 	batch := rmsgBatch()
@@ -478,6 +510,50 @@ func BenchmarkRouteComp(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(wire)/float64(plain), "wire/plain")
+		})
+	}
+}
+
+// BenchmarkRouteCompWrite and BenchmarkRouteCompRead are the two halves of BenchmarkRouteComp.
+func BenchmarkRouteCompWrite(b *testing.B) {
+	batch := rmsgBatch()
+	plain := len(compFlat([][][]byte{batch}))
+	for _, mode := range compModes[:3] {
+		b.Run(mode, func(b *testing.B) {
+			w := &compWire{}
+			l := &routeComp{Conn: w}
+			l.compressWrites(mode)
+			b.SetBytes(int64(plain))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				w.out.Reset()
+				_, _ = l.Writev(batch)
+			}
+		})
+	}
+}
+
+func BenchmarkRouteCompRead(b *testing.B) {
+	batch := rmsgBatch()
+	plain := len(compFlat([][][]byte{batch}))
+	for _, mode := range compModes[:3] {
+		b.Run(mode, func(b *testing.B) {
+			w := &compWire{}
+			l := &routeComp{Conn: w}
+			l.compressWrites(mode)
+			_, _ = l.Writev(batch)
+			stream := append([]byte{}, w.out.Bytes()...)
+			r, in := compReader()
+			b.SetBytes(int64(plain))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				in.in = stream
+				for r.InboundBuffered() > 0 {
+					p, _ := r.Peek(0)
+					_, _ = r.Discard(len(p))
+				}
+				r.streamOK = false
+			}
 		})
 	}
 }
