@@ -720,10 +720,28 @@ func (l *routeComp) pump() (capped bool) {
 		l.failed(err)
 		return false
 	}
+	if !capped {
+		if avail := l.Conn.InboundBuffered(); avail > 0 {
+			// A chunk has not fully arrived: look at all of it, so that a driver that runs
+			// traffic again for bytes the engine has not looked at (netpoll) waits for more.
+			_, _ = l.Conn.Peek(avail)
+		}
+	}
 	if len(l.plain) == l.rd {
 		l.releasePlain()
 	}
 	return capped
+}
+
+// wireNeed is c.need (the size of the frame the parser waits for, in plaintext) in bytes of
+// the wire: the same, unless the route reads an s2 stream, whose chunks carrying the frame are
+// shorter (0: any new bytes may complete it). A driver that waits for input by size (netpoll's
+// pump) must wait by this, as it does for TLS.
+func (c *client) wireNeed() int {
+	if l, ok := c.conn.(*routeComp); ok && l.rstate == compS2 {
+		return 0
+	}
+	return c.need
 }
 
 // open decodes one whole data chunk of the connection's buffer onto plain.
