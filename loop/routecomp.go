@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,10 +26,11 @@ import (
 //
 // routeComp is the s2 stream as a connection adapter between the engine's connection (any
 // driver's Conn, or the TLS layer) and the route's state machine, on the reactor like
-// tlsLayer: no goroutine, no buffer while idle. What the reactor writes (one writev batch) is
-// gathered into blocks and framed as s2 chunks into pooled buffers; what arrives is opened a
-// chunk at a time into a pooled plaintext buffer the parser reads, no further ahead than a
-// window (or the frame the parser waits for) and one block.
+// tlsLayer: no goroutine, no buffer while idle. It is put in place when the handshake settles
+// on compression, and only then. What the reactor writes (one writev batch) is gathered into
+// blocks and framed as s2 chunks into pooled buffers; what arrives is opened a chunk at a time
+// into a pooled plaintext buffer the parser reads, no further ahead than a window (or the frame
+// the parser waits for) and one block.
 
 // Compression modes (nats-server's values, as INFO and /routez carry them; the configuration
 // uses the same, normalised by the cluster package).
@@ -138,47 +138,43 @@ func (c *client) routeRTT() time.Duration {
 	return max(time.Duration(time.Now().UnixNano()-c.start), time.Nanosecond)
 }
 
-// openRouteCompression runs when a route opens with compression configured: the adapter goes
-// between the connection and the route, passing bytes through until the remote's first INFO
-// settles the mode, and the route sends no PING before that (a remote that switched to s2
-// would take a plaintext PING for a corrupt stream). A stale-connection watchdog stands in
-// for the pings: without a handshake, the route closes after ping_interval * (ping_max+1).
-func (c *client) openRouteCompression(now int64) {
-	l := &routeComp{Conn: c.conn, c: c}
-	c.conn = l
-	c.route.comp = l
+// deferRoutePings runs when a route opens with compression configured: the route sends no
+// PING before the remote's first INFO settles the mode (a remote that switched to s2 would
+// take a plaintext PING for a corrupt stream). A stale-connection watchdog stands in for the
+// pings: without a handshake, the route closes after ping_interval * (ping_max+1).
+func (c *client) deferRoutePings(now int64) {
+	c.route.compWait = true
 	c.pingsOut = c.maxPingsOut()
 	c.nextPing = now + int64(c.pingInterval())*int64(c.pingsOut+1)
 	c.rearm(now)
 }
 
-// negotiateRouteCompression runs on the remote's first INFO (nats-server's
-// negotiateRouteCompression). It reports whether the handshake now waits for the remote's
-// next INFO (the route compresses) or has failed (the route is closing); otherwise the INFO
-// goes on to register the route.
+// negotiateRouteCompression runs on the remote's INFOs until one settles the mode (the first;
+// nats-server's negotiateRouteCompression). It reports whether the handshake now waits for the
+// remote's next INFO (the route compresses) or has failed (the route is closing); otherwise
+// the INFO goes on to register the route.
 func (c *client) negotiateRouteCompression(cfg *RouteConfig, remote string) (wait bool) {
 	rs := c.route
-	if rs.compNeg {
+	if rs.compression != "" {
 		return false // settled on the INFO before this one
 	}
-	rs.compNeg = true
-	l := rs.comp
-	if !compressionConfigured(cfg.Compression) || l == nil {
-		// No compression configured (now, or when the connection opened: a reload in
+	wasWaiting := rs.compWait
+	rs.compWait = false
+	if !wasWaiting || !compressionConfigured(cfg.Compression) {
+		// No compression configured (when the connection opened, or now: a reload in
 		// between): nothing is negotiated.
 		if remote == "" || cfg.Compression == CompressionNotSupported {
 			rs.compression = CompressionNotSupported
 		} else {
 			rs.compression = CompressionOff
 		}
-		if l != nil {
-			c.endRouteCompression()
+		if wasWaiting {
+			c.startRoutePings()
 		}
 		return false
 	}
 	mode, err := selectRouteCompression(cfg.Compression, remote)
 	if err != nil {
-		l.passThrough()
 		if lg := c.routeLog(); lg != nil {
 			lg.Errorf("%s:%d - rid:%d - %v", c.ip, c.port, c.cid, err)
 		}
@@ -192,23 +188,27 @@ func (c *client) negotiateRouteCompression(cfg *RouteConfig, remote string) (wai
 		mode = s2AutoLevel(c.routeRTT(), cfg.RTTThresholds)
 	}
 	rs.compression = mode
+	c.startRoutePings()
 	if !compressionConfigured(mode) {
-		c.endRouteCompression()
 		return false
 	}
-	c.startRoutePings()
 	info := c.r.e.routeInfoLineComp(cfg, true, 0, rs.pinned, infoCompression(cfg, mode))
+	l := &routeComp{Conn: c.conn, c: c, wl: compLevel(mode)}
 	if rs.solicited {
 		// Our INFO in plaintext, on its way before the writer compresses.
 		c.send(info)
 		c.flush()
-		l.compressWrites(mode)
+		c.conn, rs.comp = l, l
 	} else {
 		c.flush()
-		l.compressWrites(mode)
+		c.conn, rs.comp = l, l
 		c.send(info)
 	}
-	l.decompressReads()
+	// What follows this INFO on the wire is s2: the parser must not read on in plaintext. The
+	// turn ends here, as a paused publisher's does (traffic consumes up to this INFO and reads
+	// nothing more); the Wake ends the pause at once, and the next turn reads through l.
+	c.stalled, c.stallUntil = true, 0
+	_ = l.Wake()
 	return true
 }
 
@@ -220,21 +220,11 @@ func (c *client) startRoutePings() {
 	c.rearm(now)
 }
 
-// endRouteCompression: the route does not compress. The adapter leaves (the engine's
-// connection serves the route as if it had never been there) and pings start.
-func (c *client) endRouteCompression() {
-	rs := c.route
-	rs.comp.passThrough()
-	c.conn = rs.comp.Conn
-	rs.comp = nil
-	c.startRoutePings()
-}
-
 // routePong adjusts an s2_auto route's level to the round trip a PONG just measured.
 func (c *client) routePong() {
 	rs := c.route
 	l := rs.comp
-	if l == nil || l.wl == compNone {
+	if l == nil {
 		return
 	}
 	cfg := c.r.e.rt.cfg.Load()
@@ -295,18 +285,10 @@ func (e *Engine) SetRouteCompression(mode string, thresholds []time.Duration) {
 // ---------------------------------------------------------------------------------------------
 // The adapter
 
-// Reading states.
+// Writing levels (s2's writer options nats-server picks per mode).
 const (
-	compLines = iota // the handshake: plaintext, one line at a time (an INFO may switch the rest)
-	compPass         // plaintext for good
-	compS2           // an s2 stream
-)
-
-// Writing levels.
-const (
-	compNone = iota
+	compFast = iota
 	compUncompressed
-	compFast
 	compBetter
 	compBest
 )
@@ -319,8 +301,6 @@ func compLevel(mode string) uint8 {
 		return compBetter
 	case CompressionS2Best:
 		return compBest
-	case "":
-		return compNone
 	}
 	return compFast
 }
@@ -384,9 +364,6 @@ type routeComp struct {
 	Conn // the engine's connection: what travels on the wire
 	c    *client
 
-	rstate   uint8
-	toS2     bool // the handshake asked to read s2 once the line it parses is consumed
-	lent     bool // compLines: a line was handed out and not yet discarded
 	streamOK bool // the stream identifier arrived
 	dead     bool // the stream was corrupt: nothing more is read
 	skip     int  // bytes of a skippable chunk still to drop
@@ -397,23 +374,10 @@ type routeComp struct {
 	seen     int  // where in plain the engine's last Peek ended
 	looked   bool // the engine Peeked this turn (its next InboundBuffered ends the turn)
 
-	wl     uint8 // writing level (compNone: plaintext)
+	wl     uint8 // writing level
 	idSent bool  // the stream identifier went out
 	iov    [compIOV][]byte
 	boxes  [compIOV]*[]byte
-}
-
-// passThrough ends the handshake without compression.
-func (l *routeComp) passThrough() {
-	l.rstate, l.toS2 = compPass, false
-}
-
-// decompressReads: bytes after the line being parsed (the INFO that settled the mode) are s2.
-func (l *routeComp) decompressReads() {
-	l.toS2 = true
-	if !l.lent {
-		l.rstate = compS2
-	}
 }
 
 // compressWrites compresses what is written from now on at mode's level.
@@ -421,21 +385,7 @@ func (l *routeComp) compressWrites(mode string) {
 	l.wl = compLevel(mode)
 }
 
-// switchReads applies decompressReads once the engine holds no plaintext line.
-func (l *routeComp) switchReads() {
-	if l.toS2 && !l.lent {
-		l.toS2 = false
-		l.rstate = compS2
-	}
-}
-
 func (l *routeComp) Peek(n int) ([]byte, error) {
-	switch l.rstate {
-	case compPass:
-		return l.Conn.Peek(n)
-	case compLines:
-		return l.peekLine(n)
-	}
 	if l.rd == len(l.plain) {
 		l.pump()
 	}
@@ -448,37 +398,7 @@ func (l *routeComp) Peek(n int) ([]byte, error) {
 	return b, nil
 }
 
-// peekLine hands out the first line buffered (or what there is of it): the INFO that
-// settles compression must be the last plaintext the parser sees.
-func (l *routeComp) peekLine(n int) ([]byte, error) {
-	avail := l.Conn.InboundBuffered()
-	if n <= 0 || n > avail {
-		n = avail
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	b, err := l.Conn.Peek(n)
-	if err != nil {
-		return nil, err
-	}
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		b = b[:i+1]
-	}
-	l.lent, l.looked = true, true
-	return b, nil
-}
-
 func (l *routeComp) Discard(n int) (int, error) {
-	switch l.rstate {
-	case compPass:
-		return l.Conn.Discard(n)
-	case compLines:
-		l.lent = false
-		m, err := l.Conn.Discard(n)
-		l.switchReads()
-		return m, err
-	}
 	avail := len(l.plain) - l.rd
 	if n <= 0 {
 		_, _ = l.Conn.Discard(-1)
@@ -494,15 +414,6 @@ func (l *routeComp) Discard(n int) (int, error) {
 }
 
 func (l *routeComp) InboundBuffered() int {
-	switch l.rstate {
-	case compPass:
-		return l.Conn.InboundBuffered()
-	case compLines:
-		if l.switchReads(); l.rstate == compLines {
-			l.looked = false
-			return l.Conn.InboundBuffered()
-		}
-	}
 	capped := l.pump()
 	if l.looked {
 		// The engine asks after its Peek: its turn ends. Plaintext opened since that Peek, or
@@ -520,9 +431,6 @@ func (l *routeComp) InboundBuffered() int {
 // Writev compresses bs (one flush of the route's queue) into s2 chunks of compBlock bytes
 // and hands them to the connection, a few chunks per writev.
 func (l *routeComp) Writev(bs [][]byte) (int, error) {
-	if l.wl == compNone {
-		return l.Conn.Writev(bs)
-	}
 	total := 0
 	for _, b := range bs {
 		total += len(b)
@@ -738,7 +646,7 @@ func (l *routeComp) pump() (capped bool) {
 // shorter (0: any new bytes may complete it). A driver that waits for input by size (netpoll's
 // pump) must wait by this, as it does for TLS.
 func (c *client) wireNeed() int {
-	if l, ok := c.conn.(*routeComp); ok && l.rstate == compS2 {
+	if _, ok := c.conn.(*routeComp); ok {
 		return 0
 	}
 	return c.need

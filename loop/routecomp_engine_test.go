@@ -385,3 +385,99 @@ func TestRouteCompressionReload(t *testing.T) {
 	awaitRoutes(t, a, 0)
 	awaitRoutes(t, b, 0)
 }
+
+// s2Block is s as one s2 stream (identifier and chunks), as one flush of nats-server's.
+func s2Block(t *testing.T, s string) []byte {
+	t.Helper()
+	var b strings.Builder
+	w := s2.NewWriter(&b, s2.WriterConcurrency(1))
+	if _, err := io.WriteString(w, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(b.String())
+}
+
+// The switch point, accepting: what follows the INFO that settles compression is s2, even in
+// the same segment.
+func TestRouteCompressionSwitchAccepting(t *testing.T) {
+	e := compEngine(t, "NSELF", CompressionAccept, 0)
+	c, err := net.DialTimeout("tcp", e.RouteAddr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if l, err := readLineRaw(c); err != nil || !strings.HasPrefix(l, "INFO ") {
+		t.Fatalf("greeting %q %v", l, err)
+	}
+	wire := []byte(`CONNECT {"echo":true,"verbose":false,"pedantic":false,"tls_required":false,"headers":true,"name":"NPEER","cluster":"C"}` + "\r\n" +
+		"INFO " + s2PeerInfo(CompressionS2Fast, -1) + " \r\n")
+	wire = append(wire, s2Block(t, "PING\r\n")...)
+	if _, err := c.Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(s2.NewReader(c))
+	if l, _ := br.ReadString('\n'); !strings.HasPrefix(l, "INFO ") || !strings.Contains(l, `"compression":"s2_fast"`) {
+		t.Fatalf("compressed INFO %q", l)
+	}
+	if l, err := br.ReadString('\n'); l != "PONG\r\n" {
+		t.Fatalf("after the INFO: %q %v", l, err)
+	}
+}
+
+// The switch point, dialling: natsd sends its INFO in plaintext, then writes s2, and reads s2
+// from the byte after the INFO it answered.
+func TestRouteCompressionSwitchDialling(t *testing.T) {
+	e := compEngine(t, "NSELF", CompressionS2Better, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	u, _ := url.Parse("nats-route://" + ln.Addr().String())
+	if err := e.DialRoute(u, true, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if l, err := readLineRaw(c); err != nil || !strings.HasPrefix(l, "CONNECT ") {
+		t.Fatalf("first line %q %v", l, err)
+	}
+	// Our INFO, and in the same segment what a peer writes once compressing.
+	wire := append([]byte("INFO "+s2PeerInfo(CompressionAccept, -1)+" \r\n"),
+		s2Block(t, "INFO "+s2PeerInfo(CompressionS2Fast, -1)+" \r\nPING\r\n")...)
+	if _, err := c.Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	l, err := readLineRaw(c)
+	if err != nil || !strings.HasPrefix(l, "INFO ") || !strings.Contains(l, `"compression":"s2_better"`) {
+		t.Fatalf("plaintext INFO %q %v", l, err)
+	}
+	br := bufio.NewReader(s2.NewReader(c))
+	var got []string
+	for len(got) < 2 {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		if strings.HasPrefix(l, "INFO ") {
+			l = "INFO\r\n"
+		}
+		got = append(got, l)
+	}
+	// Registered on the compressed INFO: its own INFO, then (no pool) PONG for our PING.
+	if strings.Join(got, "") != "INFO\r\nPONG\r\n" {
+		t.Fatalf("compressed: %q", got)
+	}
+	awaitRoutes(t, e, 1)
+	if got := routeCompression(t, e); len(got) != 1 || got[0] != CompressionS2Better {
+		t.Fatalf("/routez compression %v", got)
+	}
+}

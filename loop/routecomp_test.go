@@ -57,7 +57,7 @@ func (w *compWire) RemoteAddr() net.Addr  { return nil }
 // compReader is an adapter reading an s2 stream (no route behind it).
 func compReader() (*routeComp, *compWire) {
 	w := &compWire{}
-	return &routeComp{Conn: w, rstate: compS2}, w
+	return &routeComp{Conn: w}, w
 }
 
 // compDrain consumes everything the adapter can open now, as the parser would, a Peek and a
@@ -344,33 +344,6 @@ func TestRouteCompBounded(t *testing.T) {
 	}
 	if r.plain != nil {
 		t.Fatal("buffer kept after draining")
-	}
-}
-
-// The handshake: plaintext a line at a time; bytes after the INFO that switches are s2.
-func TestRouteCompSwitchAfterLine(t *testing.T) {
-	w := &compWire{}
-	l := &routeComp{Conn: w}
-	var enc bytes.Buffer
-	sw := s2.NewWriter(&enc)
-	_, _ = sw.Write([]byte("INFO {\"compression\":\"s2_fast\"}\r\nPING\r\n"))
-	_ = sw.Close()
-	w.in = append([]byte("CONNECT {}\r\nINFO {\"compression\":\"s2_fast\"}\r\n"), enc.Bytes()...)
-	b, _ := l.Peek(0)
-	if string(b) != "CONNECT {}\r\n" {
-		t.Fatalf("first look %q", b)
-	}
-	_, _ = l.Discard(len(b))
-	b, _ = l.Peek(0)
-	if string(b) != "INFO {\"compression\":\"s2_fast\"}\r\n" {
-		t.Fatalf("second look %q", b)
-	}
-	l.decompressReads() // the INFO is being processed
-	_, _ = l.Discard(len(b))
-	var got bytes.Buffer
-	compDrain(l, &got)
-	if got.String() != "INFO {\"compression\":\"s2_fast\"}\r\nPING\r\n" {
-		t.Fatalf("after the switch %q", got.String())
 	}
 }
 

@@ -194,10 +194,10 @@ type routeState struct {
 	infoSeen  bool
 	perms     *auth.Perms // cluster permissions: Publish = import, Subscribe = export
 	headers   bool
-	// Compression (routecomp.go): the negotiated mode, whether the first INFO settled it, and
-	// the adapter while the handshake runs or the route compresses.
+	// Compression (routecomp.go): the negotiated mode ("" until an INFO settles it), whether
+	// the remote's INFO is awaited to negotiate it, and the adapter when the route compresses.
 	compression string
-	compNeg     bool
+	compWait    bool
 	comp        *routeComp
 	since       time.Time
 
@@ -452,7 +452,7 @@ func (e *Engine) openRoute(conn Conn, r *reactor, ri *RouteIntent) (c *client, g
 	c.nextPing = now + int64(min(firstPingDelay, c.pingInterval()))
 	c.rearm(now)
 	if compressionConfigured(cfg.Compression) {
-		c.openRouteCompression(now)
+		c.deferRoutePings(now)
 	}
 	return c, greeting, true
 }
