@@ -520,7 +520,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 	// that the parser could consume, reading waits too. Over TLS the input counted is the
 	// opened plaintext.
 	left := conn.InboundBuffered()
-	if t, ok := conn.(*tlsLayer); ok && !c.stalled && !c.closing && t.unseen(c.need) {
+	if t, ok := conn.(unseener); ok && !c.stalled && !c.closing && t.unseen(c.need) {
 		// That look opened records the parser has not seen (they waited beyond the layer's
 		// window, or netpoll read them meanwhile): parse them in another turn.
 		c.yielded = true

@@ -74,6 +74,11 @@ type RouteConfig struct {
 	PoolSize int
 	Pinned   []string
 
+	// Compression is the mode routes negotiate (CompressionAccept, an s2 mode, off or not
+	// supported; "": none announced, as off); RTTThresholds are s2_auto's steps.
+	Compression   string
+	RTTThresholds []time.Duration
+
 	// Import limits the interest we tell other servers of (what we accept from them);
 	// Export the interest they may tell us of (what we send them). nil: everything.
 	Import, Export *auth.SubjectPermission
@@ -197,7 +202,12 @@ type routeState struct {
 	infoSeen  bool
 	perms     *auth.Perms // cluster permissions: Publish = import, Subscribe = export
 	headers   bool
-	since     time.Time
+	// Compression (routecomp.go): the negotiated mode ("" until an INFO settles it), whether
+	// the remote's INFO is awaited to negotiate it, and the adapter when the route compresses.
+	compression string
+	compWait    bool
+	comp        *routeComp
+	since       time.Time
 
 	// subs is the remote's interest by "account subject[ queue]" (owned by the reactor).
 	subs map[string]*sub
@@ -441,7 +451,7 @@ func (e *Engine) openRoute(conn Conn, r *reactor, ri *RouteIntent) (c *client, g
 		if cfg.Username != "" {
 			c.authDeadline = c.start + int64(cfg.AuthTimeout)
 		}
-		greeting = e.routeInfoLine(cfg, true, 0, "")
+		greeting = e.routeInfoLineComp(cfg, true, 0, "", infoCompression(cfg, cfg.Compression))
 	}
 	if _, secure := conn.(*tlsLayer); e.cfg.Log != nil && !secure {
 		// (With TLS, once the session is up: tlsLayer.established.)
@@ -450,6 +460,9 @@ func (e *Engine) openRoute(conn Conn, r *reactor, ri *RouteIntent) (c *client, g
 	now := time.Now().UnixNano()
 	c.nextPing = now + int64(min(firstPingDelay, c.pingInterval()))
 	c.rearm(now)
+	if compressionConfigured(cfg.Compression) {
+		c.deferRoutePings(now)
+	}
 	return c, greeting, true
 }
 
@@ -528,7 +541,13 @@ func (e *Engine) routeInfoStruct(cfg *RouteConfig) routeInfo {
 // routeInfoLine is our route INFO; the first one on a connection carries a nonce, and a
 // dialled connection's its pool slot or pinned account.
 func (e *Engine) routeInfoLine(cfg *RouteConfig, nonce bool, poolIdx int, account string) []byte {
+	return e.routeInfoLineComp(cfg, nonce, poolIdx, account, "")
+}
+
+// routeInfoLineComp is routeInfoLine announcing a compression mode.
+func (e *Engine) routeInfoLineComp(cfg *RouteConfig, nonce bool, poolIdx int, account, compression string) []byte {
 	ri := e.routeInfoStruct(cfg)
+	ri.Compression = compression
 	if cfg.PoolSize > 0 {
 		ri.RoutePoolSize = cfg.PoolSize
 		ri.RoutePoolIdx = poolIdx
@@ -584,6 +603,7 @@ func (c *client) processRoute(op *parser.Op) {
 		if c.rttStart != 0 {
 			c.rtt = time.Now().UnixNano() - c.rttStart
 			c.rttStart = 0
+			c.routePong()
 		}
 		if rs.startNext {
 			rs.startNext = false
@@ -701,6 +721,9 @@ func (c *client) processRouteInfo(arg []byte) {
 		c.markClosing("Duplicate Server Name")
 		return
 	}
+	if c.negotiateRouteCompression(cfg, info.Compression) || c.closing {
+		return // the remote's next INFO, compressed, registers the route
+	}
 	rs.infoSeen = true
 	rs.remote = info
 	if rs.solicited {
@@ -784,7 +807,7 @@ func (c *client) processRouteInfo(arg []byte) {
 		}
 	}
 	if rs.solicited {
-		c.send(e.routeInfoLine(cfg, true, slot, rs.pinned))
+		c.send(e.routeInfoLineComp(cfg, true, slot, rs.pinned, infoCompression(cfg, rs.compression)))
 	}
 	if first || rs.pinned != "" {
 		e.forwardRouteInfo(c)
@@ -998,6 +1021,9 @@ func (e *Engine) routeClosed(c *client) {
 		e.dropRoute(c)
 	}
 	c.routeTLSCloseReason()
+	if rs.comp != nil {
+		rs.comp.closed()
+	}
 	if e.cfg.Log != nil {
 		reason := c.reason
 		if reason == "" {

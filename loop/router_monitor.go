@@ -66,7 +66,7 @@ func (c *client) routeSnapshot(subs bool) RouteSnapshot {
 		Pending: c.out.Pending(),
 		InMsgs:  rs.inMsgs.Load(), InBytes: rs.inBytes.Load(),
 		OutMsgs: rs.outMsgs.Load(), OutBytes: rs.outBytes.Load(),
-		NumSubs: len(rs.subs), Compression: "not supported",
+		NumSubs: len(rs.subs), Compression: rs.compressionMode(),
 		ImportPerm: rs.remote.Import, ExportPerm: rs.remote.Export,
 		Account: rs.pinned,
 	}

@@ -102,6 +102,7 @@ func (s *Server) routeConfig(o *Options) *loop.RouteConfig {
 		Username: co.Username, Password: co.Password, AuthTimeout: co.AuthTimeout,
 		PingInterval: ping, MaxPingsOut: co.MaxPingsOut,
 		PoolSize: max(co.PoolSize, 0), Pinned: pinned,
+		Compression: co.Compression.Mode, RTTThresholds: co.Compression.RTTThresholds,
 	}
 	setRouteTLS(rc, co)
 	return rc
@@ -140,9 +141,6 @@ func (s *Server) startCluster() {
 	if cfg.Dynamic {
 		s.log.Warnf("Cluster name was dynamically generated, consider setting one")
 	}
-	if m := co.Compression.Mode; m != "" && m != cluster.CompressionAccept && m != cluster.CompressionOff && m != cluster.CompressionNotSupported {
-		s.log.Warnf("Route compression %q is not supported yet: routes run uncompressed", m)
-	}
 	addr := s.eng.RouteAddr()
 	s.log.Noticef("Listening for route connections on %s", net.JoinHostPort(co.Host, strconv.Itoa(addr.Port)))
 	if co.TLSConfig != nil && co.TLSConfig.InsecureSkipVerify {
@@ -164,6 +162,9 @@ func (s *Server) startCluster() {
 			// switched on or off included); established ones keep their sessions.
 			setRouteTLS(c, new)
 		})
+		if ch.CompressionChanged {
+			s.eng.SetRouteCompression(new.Compression.Mode, new.Compression.RTTThresholds)
+		}
 		if len(ch.RoutesAdded) > 0 || len(ch.RoutesRemoved) > 0 {
 			cs.mgr.SetRoutes(new.Routes)
 			for _, u := range ch.RoutesRemoved {

@@ -249,6 +249,7 @@ type nodeSpec struct {
 	noAdvertise bool
 	routePass   string // password in its route URLs and authorization (auth clusters); "" = right one
 	untrusted   bool   // tls clusters: its certificate is from a CA the others do not trust
+	compression string // cluster.compression; "" = not written (nats-server's default, accept)
 }
 
 const (
@@ -469,6 +470,9 @@ func (n *clusterNode) config() string {
 	}
 	if n.spec.noAdvertise {
 		b.WriteString("  no_advertise: true\n")
+	}
+	if n.spec.compression != "" {
+		fmt.Fprintf(&b, "  compression: %s\n", n.spec.compression)
 	}
 	if c.spec.auth {
 		fmt.Fprintf(&b, "  authorization {\n    user: %s\n    password: %s\n  }\n", user, pass)
@@ -784,6 +788,7 @@ type routezRoute struct {
 	NumSubs      int      `json:"subscriptions"`
 	Subs         []string `json:"subscriptions_list"`
 	Account      string   `json:"account"`
+	Compression  string   `json:"compression"`
 }
 
 type routez struct {

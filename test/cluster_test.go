@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +72,7 @@ func TestCluster(t *testing.T) {
 			run("no_advertise", env.testNoAdvertise)
 			run("route_auth", env.testRouteAuth)
 			run("route_tls", env.testRouteTLS)
+			run("compression", env.testCompression)
 		})
 	}
 }
@@ -1099,4 +1101,95 @@ func (env *topoEnv) testSys(t *testing.T) {
 		t.Fatalf("nats server list: %d servers %v, want %v", len(list), names, want)
 	}
 	t.Logf("nats server list via %s: %v", c.nodes[2].name, keys(names))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 12. route compression
+
+// compressionWant is what /routez "compression" may say on a route of a node configured with
+// local to a node configured with remote ("" = not written: accept), by nats-server's rules:
+// an s2 mode on either side compresses (accept follows the other side, taking s2_auto as
+// s2_fast), each side writing at its own level; accept on both sides is off; s2_auto shows the
+// level its round trip picks (on loopback uncompressed, but a busy machine's handshake can
+// take past 10, 50 or 100 ms: any s2 level).
+func compressionWant(local, remote string) []string {
+	if local == "" {
+		local = "accept"
+	}
+	if remote == "" {
+		remote = "accept"
+	}
+	switch {
+	case local == "s2_auto":
+		return []string{"s2_uncompressed", "s2_fast", "s2_better", "s2_best"}
+	case local != "accept":
+		return []string{local}
+	case remote == "accept":
+		return []string{"off"}
+	case remote == "s2_auto":
+		return []string{"s2_fast"}
+	}
+	return []string{remote}
+}
+
+// testCompression: clusters whose routes negotiate s2 compression. Every route /routez lists,
+// on every node, shows the mode nats-server's rules give for the two ends' settings, and
+// messages (with headers, 64 KiB payloads), requests and replies cross each way, in pooled,
+// pinned ($SYS) and imported accounts.
+func (env *topoEnv) testCompression(t *testing.T) {
+	for _, v := range []struct {
+		name  string
+		modes []string // per node
+	}{
+		// Every route compresses at s2_fast, in each role: n1 (accept) dials n0 (s2_fast), n2
+		// (s2_fast) dials n0 (s2_fast) and n1 (accept).
+		{"s2_fast", []string{"s2_fast", "", "s2_fast"}},
+		// s2_auto on one side, accept on the other, both ways round: n1 (accept) dials n0
+		// (s2_auto), n2 (s2_auto) dials n1.
+		{"s2_auto_accept", []string{"s2_auto", "accept", "s2_auto"}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			c := env.cluster(t, "comp", clusterSpec{nodes: len(v.modes), extra: ctAccounts, node: func(i int, ns *nodeSpec) {
+				ns.compression = v.modes[i]
+			}})
+			mode := map[string]string{}
+			for i, n := range c.nodes {
+				mode[n.name] = v.modes[i]
+			}
+			for i, n := range c.nodes {
+				rz := n.routez(t, false)
+				seen := map[string]int{}
+				var got []string
+				for _, r := range rz.Routes {
+					seen[r.RemoteName]++
+					got = append(got, fmt.Sprintf("%s:%s", r.RemoteName, r.Compression))
+					want := compressionWant(v.modes[i], mode[r.RemoteName])
+					if !slices.Contains(want, r.Compression) {
+						t.Errorf("%s /routez: route %d to %s (account %q, solicited %v): compression %q, want %s",
+							n, r.Rid, r.RemoteName, r.Account, r.DidSolicit, r.Compression, strings.Join(want, " or "))
+					}
+				}
+				if len(seen) != len(c.nodes)-1 {
+					t.Errorf("%s /routez: routes to %v", n, keys(seen))
+				}
+				sort.Strings(got)
+				t.Logf("%s /routez compression: %s", n, strings.Join(got, " "))
+			}
+			if t.Failed() {
+				t.FailNow()
+			}
+			for si := range c.nodes {
+				for pi := range c.nodes {
+					if si != pi {
+						checkFlow(t, c, "a", si, pi)
+					}
+				}
+			}
+			checkFlow(t, c, "b", 0, len(c.nodes)-1)
+			checkFlow(t, c, "sys", len(c.nodes)-1, 0)
+			u := uniq()
+			serveAndRequest(t, c.connect(t, 0, "a"), c.connect(t, 1, "a"), "svc."+u+".direct")
+			serveAndRequest(t, c.connect(t, len(c.nodes)-1, "a"), c.connect(t, 0, "b"), "svc."+u+".import")
+		})
+	}
 }
