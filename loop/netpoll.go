@@ -386,7 +386,7 @@ func (n *npConn) runTraffic() {
 		n.closeConn = n.d.e.traffic(n.c)
 		n.parked = npParked(n.c)
 		n.more = n.c.yielded
-		n.need = n.c.need
+		n.need = n.c.wireNeed()
 		if n.tls != nil && n.tls.state != tlsPlain {
 			n.need = 0 // a plaintext size: the records carrying it are larger
 		}
