@@ -122,14 +122,38 @@ func TestBinaryUnknownFlagAndVersion(t *testing.T) {
 type proc struct {
 	cmd  *exec.Cmd
 	port int
-	log  *bytes.Buffer
+	log  *lockedBuffer
 	done chan error
+}
+
+// lockedBuffer is the server's stderr, written by exec's copier while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
 }
 
 func startBinary(t *testing.T, args ...string) *proc {
 	t.Helper()
 	port := freePort(t)
-	p := &proc{port: port, log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &proc{port: port, log: &lockedBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(natsdBin(t), append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...)
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {
