@@ -949,10 +949,13 @@ func (c *client) processRemoteSub(op *parser.Op) {
 	s := &sub{c: c, acc: acc, subject: string(op.Subject), queue: string(op.Queue), remote: true,
 		sid: []byte(key)}
 	s.qw.Store(max(op.Weight, 1))
+	// Counted before it can be matched: a publisher that finds it in a match result then
+	// sees the count and takes the clustered path, which never writes a MSG frame to a route.
+	acc.remoteSubs.Add(1)
 	if err := acc.subs.Insert(s.subject, s.queue, s); err != nil {
+		acc.remoteSubs.Add(-1)
 		return
 	}
-	acc.remoteSubs.Add(1)
 	c.route.subs[key] = s
 	e.subInserts.Add(1)
 }
