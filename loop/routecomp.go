@@ -352,11 +352,11 @@ const (
 )
 
 var (
-	compOutPool        = sync.Pool{New: func() any { b := make([]byte, 0, compOutCap); return &b }}
-	compStagePool      = sync.Pool{New: func() any { b := make([]byte, compBlock); return &b }}
-	compPlainSmallPool = sync.Pool{New: func() any { b := make([]byte, 0, compPlainSmall); return &b }}
-	compPlainLargePool = sync.Pool{New: func() any { b := make([]byte, 0, compPlainLarge); return &b }}
+	compOutPool   = sync.Pool{New: func() any { b := make([]byte, 0, compOutCap); return &b }}
+	compStagePool = sync.Pool{New: func() any { b := make([]byte, compBlock); return &b }}
 )
+
+var compPlainClasses = newPlainClasses(compPlainSmall, compPlainLarge)
 
 // routeComp is the adapter (see the top of the file). All its methods but Close and Wake run
 // on the connection's reactor.
@@ -368,10 +368,7 @@ type routeComp struct {
 	dead     bool // the stream was corrupt: nothing more is read
 	skip     int  // bytes of a skippable chunk still to drop
 
-	plain    []byte  // opened plaintext; plain[rd:] is what the parser has not consumed
-	plainBox *[]byte // the pool's handle on plain's buffer (nil: not pooled)
-	rd       int
-	seen     int  // where in plain the engine's last Peek ended
+	plainBuf      // opened plaintext
 	looked   bool // the engine Peeked this turn (its next InboundBuffered ends the turn)
 
 	wl     uint8 // writing level
@@ -669,7 +666,7 @@ func (l *routeComp) open(typ byte, clen int) error {
 	if n > compMaxBlock {
 		return errCompTooLarge
 	}
-	l.plainFor(n)
+	l.plainFor(n, compPlainClasses)
 	at := len(l.plain)
 	dst := l.plain[at : at+n]
 	if typ == chunkCompressed {
@@ -703,55 +700,6 @@ func (l *routeComp) failed(err error) {
 
 // closeReadError is nats-server's ReadError close reason.
 const closeReadError = "Read Error"
-
-// plainFor makes room in l.plain for n more bytes, moving what is unconsumed to the front of
-// the same or a larger buffer. It runs only in pump, where the engine holds no slice of plain.
-func (l *routeComp) plainFor(n int) {
-	if l.plain != nil && cap(l.plain)-len(l.plain) >= n {
-		return
-	}
-	left := len(l.plain) - l.rd
-	want := left + n
-	if l.plain != nil && cap(l.plain) >= want {
-		copy(l.plain, l.plain[l.rd:])
-		l.plain, l.seen, l.rd = l.plain[:left], max(l.seen-l.rd, 0), 0
-		return
-	}
-	var box *[]byte
-	switch {
-	case want <= compPlainSmall:
-		box = compPlainSmallPool.Get().(*[]byte)
-	case want <= compPlainLarge:
-		box = compPlainLargePool.Get().(*[]byte)
-	}
-	var nb []byte
-	if box != nil {
-		nb = (*box)[:0]
-	} else {
-		nb = make([]byte, 0, want)
-	}
-	nb = append(nb, l.plain[l.rd:]...)
-	seen := max(l.seen-l.rd, 0)
-	l.releasePlain()
-	l.plain, l.plainBox, l.seen = nb, box, seen
-}
-
-// releasePlain hands the drained plaintext buffer back: an idle route holds none.
-func (l *routeComp) releasePlain() {
-	if l.plain == nil {
-		return
-	}
-	if box := l.plainBox; box != nil {
-		*box = l.plain[:0]
-		switch cap(l.plain) {
-		case compPlainSmall:
-			compPlainSmallPool.Put(box)
-		case compPlainLarge:
-			compPlainLargePool.Put(box)
-		}
-	}
-	l.plain, l.plainBox, l.rd, l.seen = nil, nil, 0, 0
-}
 
 // closed releases the adapter once the connection is gone (on the reactor).
 func (l *routeComp) closed() {

@@ -53,14 +53,9 @@ type tlsLayer struct {
 	std *tls.Conn              // an established session crypto/tls keeps (TLS 1.2)
 	raw []byte                 // TLS 1.3 records read during the handshake, not yet opened
 
-	plain    []byte  // opened application data; plain[rd:] is what the parser has not consumed
-	plainBox *[]byte // the pool's handle on plain's buffer (nil: not pooled)
-	rd       int
-	// seen is where in plain the last Peek ended: what lies beyond it was opened after the
-	// engine last looked (netpoll reads while traffic runs).
-	seen int
-	wout []byte    // std's ciphertext while it runs on the reactor
-	iov  [1][]byte // send's one-buffer writev (a literal would be allocated per write)
+	plainBuf           // opened application data
+	wout     []byte    // std's ciphertext while it runs on the reactor
+	iov      [1][]byte // send's one-buffer writev (a literal would be allocated per write)
 
 	hsHold bool // reading stopped: the handshake holds hsFeedMax unread (feedHandshake)
 	first  bool // the handshake came before INFO (handshake_first, and no fallback)
@@ -112,46 +107,7 @@ const (
 	plainLarge  = 1<<20 + 2*(recordHeaderLen+maxCiphertext)
 )
 
-var (
-	plainSmallPool  = sync.Pool{New: func() any { b := make([]byte, 0, plainSmall); return &b }}
-	plainMediumPool = sync.Pool{New: func() any { b := make([]byte, 0, plainMedium); return &b }}
-	plainLargePool  = sync.Pool{New: func() any { b := make([]byte, 0, plainLarge); return &b }}
-)
-
-// plainFor makes room in l.plain for about n more bytes, moving what is unconsumed to the
-// front of the same or a larger pooled buffer. It runs only in pump, where the engine holds
-// no slice of plain (traffic calls it before Peek or after Discard).
-func (l *tlsLayer) plainFor(n int) {
-	if l.plain != nil && cap(l.plain)-len(l.plain) >= n {
-		return
-	}
-	left := len(l.plain) - l.rd
-	want := left + n
-	if l.plain != nil && cap(l.plain) >= want {
-		copy(l.plain, l.plain[l.rd:])
-		l.plain, l.seen, l.rd = l.plain[:left], max(l.seen-l.rd, 0), 0
-		return
-	}
-	var box *[]byte
-	switch {
-	case want <= plainSmall:
-		box = plainSmallPool.Get().(*[]byte)
-	case want <= plainMedium:
-		box = plainMediumPool.Get().(*[]byte)
-	case want <= plainLarge:
-		box = plainLargePool.Get().(*[]byte)
-	}
-	var nb []byte
-	if box != nil {
-		nb = (*box)[:0]
-	} else {
-		nb = make([]byte, 0, want)
-	}
-	nb = append(nb, l.plain[l.rd:]...)
-	seen := max(l.seen-l.rd, 0)
-	l.releasePlain()
-	l.plain, l.plainBox, l.seen = nb, box, seen
-}
+var tlsPlainClasses = newPlainClasses(plainSmall, plainMedium, plainLarge)
 
 // newTLSLayer wraps conn for the TLS settings tc; start then sends or holds the greeting.
 func newTLSLayer(e *Engine, conn Conn, ex Executor, tc *TLSConfig, kick func()) *tlsLayer {
@@ -258,27 +214,6 @@ func (l *tlsLayer) Discard(n int) (int, error) {
 	return n, nil
 }
 
-// releasePlain hands the drained plaintext buffer back: an idle connection holds none.
-func (l *tlsLayer) releasePlain() {
-	if l.plain == nil {
-		return
-	}
-	// The pool's own pointer goes back (a new one would be allocated per release), unless
-	// the buffer has been regrown past its class.
-	if box := l.plainBox; box != nil && cap(*box) == cap(l.plain) {
-		*box = l.plain[:0]
-		switch cap(l.plain) {
-		case plainSmall:
-			plainSmallPool.Put(box)
-		case plainMedium:
-			plainMediumPool.Put(box)
-		case plainLarge:
-			plainLargePool.Put(box)
-		}
-	}
-	l.plain, l.plainBox, l.rd, l.seen = nil, nil, 0, 0
-}
-
 func (l *tlsLayer) InboundBuffered() int {
 	if l.state == tlsPlain {
 		return l.Conn.InboundBuffered()
@@ -359,9 +294,9 @@ func (l *tlsLayer) seal(bs [][]byte) (int, error) {
 // writeStd runs crypto/tls's record layer: it writes through hsConn into l.wout.
 func (l *tlsLayer) writeStd(bs [][]byte) (int, error) {
 	total := 0
-	cp := plainSmallPool.Get().(*[]byte)
+	cp := (*tlsPlainClasses)[0].pool.Get().(*[]byte)
 	chunk := (*cp)[:maxPlaintext]
-	defer plainSmallPool.Put(cp)
+	defer (*tlsPlainClasses)[0].pool.Put(cp)
 	k := 0
 	var err error
 	for _, b := range bs {
@@ -825,7 +760,7 @@ func (l *tlsLayer) open13(limit int) (capped bool) {
 			raw, _ = l.Conn.Peek(n)
 		}
 		// Plaintext is never longer than its records: this is all the room open needs.
-		l.plainFor(len(raw))
+		l.plainFor(len(raw), tlsPlainClasses)
 		used, plain, reply, err := l.rec.open(raw, l.plain, nil)
 		l.plain = plain
 		if held {
@@ -880,7 +815,7 @@ func (l *tlsLayer) openStd(limit int) (capped bool) {
 	if len(h.in) == h.rd {
 		return l.Conn.InboundBuffered() > 0
 	}
-	l.plainFor(min(len(h.in)-h.rd, limit) + maxPlaintext)
+	l.plainFor(min(len(h.in)-h.rd, limit)+maxPlaintext, tlsPlainClasses)
 	for {
 		if len(l.plain)-l.rd >= limit {
 			capped = true
