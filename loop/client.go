@@ -242,6 +242,11 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	// explicit 0 in a config file as -1).
 	if n, m := e.conns.Add(1), e.cfg.MaxConn; m < 0 || (m > 0 && n > int64(m)) {
 		e.conns.Add(-1)
+		if l, ok := conn.(*tlsLayer); ok && l.greetsInSession() {
+			// A TLS-first client is owed no INFO before its session; nats-server sends it the
+			// error alone, in plaintext, and closes.
+			info = nil
+		}
 		info = append(info, "-ERR '"+errTextMaxConns+"'\r\n"...)
 		if e.cfg.Log != nil {
 			e.cfg.Log.Errorf("%s - cid:%d - %s", c.ip, c.cid, errTextMaxConns)

@@ -145,6 +145,10 @@ func (l *tlsLayer) start(c *client, greeting []byte) []byte {
 	return nil
 }
 
+// greetsInSession: the greeting waits for the session (handshake_first, or a route); a
+// refusal at accept then sends no INFO.
+func (l *tlsLayer) greetsInSession() bool { return l.route || l.tc.HandshakeFirst }
+
 // fallback: the client said nothing within the delay, so it waits for INFO (handshake_first:
 // auto) and starts TLS after it.
 func (l *tlsLayer) fallback() {

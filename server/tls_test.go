@@ -485,3 +485,33 @@ func TestClientAdvertiseMatchesNatsServer(t *testing.T) {
 		t.Fatalf("bad client_advertise: %v", err)
 	}
 }
+
+// TestTLSFirstRefusalMatchesNatsServer: a TLS-first port that refuses a connection at accept
+// (max_connections) sends nats-server's bytes: the error alone, in plaintext, with no INFO
+// (the client is owed INFO only inside its session).
+func TestTLSFirstRefusalMatchesNatsServer(t *testing.T) {
+	p := newPKI(t)
+	o := &natsserver.Options{Host: "127.0.0.1", Port: -1, MaxConn: -1}
+	o.TLS, o.TLSTimeout, o.TLSConfig, o.TLSHandshakeFirst = true, 2, p.serverConfig(), true
+	ns := startNatsServer(t, o)
+	s := startAuth(t, func(o *Options) {
+		o.TLSConfig, o.TLSHandshakeFirst, o.MaxConn = p.serverConfig(), true, -1
+	})
+	read := func(addr string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(c)
+		if err != nil && !strings.Contains(err.Error(), "reset by peer") {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		return string(b)
+	}
+	theirs, ours := read(ns.Addr().String()), read(s.Addr().String())
+	if want := "-ERR 'maximum connections exceeded'\r\n"; theirs != want || ours != theirs {
+		t.Fatalf("nats-server %q, natsd %q (want %q from both)", theirs, ours, want)
+	}
+}
