@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -34,6 +36,7 @@ Server Options:
     -t                               Test configuration and exit
     -sl,--signal <signal>[=<pid>]    Send signal to natsd process (ldm, stop, quit, term, reopen, reload)
                                      <pid> can be either a PID (e.g. 1) or the path to a PID file
+                                     (e.g. /var/run/natsd.pid); without it, the one running natsd
         --reactors <n>               Number of event-loop reactors (default: 1, measured best on 2 cores)
         --reuseport                  One SO_REUSEPORT listener per reactor
         --lame_duck_duration <dur>   Spread lame-duck closes over this long (default: 2m)
@@ -456,29 +459,92 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// sendSignal implements -sl/--signal cmd[=pid|pidfile].
+// sendSignal implements -sl/--signal cmd[=pid|pid*|pidfile] as nats-server does: without a
+// pid it signals the one running server found by pgrep (by this executable's name, so an
+// install named nats-server finds nats-server), refusing when there are several; "pid*"
+// signals every running server whose pid starts so.
 func sendSignal(arg string) error {
-	name, target, _ := strings.Cut(arg, "=")
+	parts := strings.Split(arg, "=")
+	if len(parts) > 2 {
+		return fmt.Errorf("invalid signal parameters: %v", parts[2:])
+	}
+	name, target := parts[0], ""
+	if len(parts) == 2 {
+		target = parts[1]
+		if b, err := os.ReadFile(target); err == nil {
+			target = strings.TrimSpace(string(b))
+		}
+	}
 	sigs := map[string]syscall.Signal{
 		"stop": syscall.SIGKILL, "quit": syscall.SIGINT, "term": syscall.SIGTERM,
 		"reopen": syscall.SIGUSR1, "reload": syscall.SIGHUP, "ldm": syscall.SIGUSR2,
+	}
+	pidStr, glob := strings.TrimSuffix(target, "*"), strings.HasSuffix(target, "*")
+	if pidStr != "" && !glob {
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil {
+			return fmt.Errorf("invalid pid: %s", pidStr)
+		}
+		sig, ok := sigs[strings.ToLower(name)]
+		if !ok {
+			return fmt.Errorf("unknown signal %q", name)
+		}
+		return syscall.Kill(pid, sig)
+	}
+	if _, err := strconv.Atoi(pidStr); pidStr != "" && err != nil {
+		return fmt.Errorf("invalid pid: %s", pidStr)
+	}
+	proc := filepath.Base(os.Args[0])
+	pids, err := runningPids(proc)
+	if err != nil {
+		return err
+	}
+	if len(pids) > 1 && !glob {
+		msg := fmt.Sprintf("multiple %s processes running:", proc)
+		for _, p := range pids {
+			msg += "\n" + strconv.Itoa(p)
+		}
+		return errors.New(msg)
+	}
+	if len(pids) == 0 {
+		return fmt.Errorf("no %s processes running", proc)
 	}
 	sig, ok := sigs[strings.ToLower(name)]
 	if !ok {
 		return fmt.Errorf("unknown signal %q", name)
 	}
-	if target == "" {
-		return errors.New("no pid given: use --signal " + name + "=<pid|pidfile>")
-	}
-	pid, err := strconv.Atoi(target)
-	if err != nil {
-		b, rerr := os.ReadFile(target)
-		if rerr != nil {
-			return fmt.Errorf("invalid pid or pid file %q", target)
+	var msg string
+	for _, pid := range pids {
+		if !strings.HasPrefix(strconv.Itoa(pid), pidStr) {
+			continue
 		}
-		if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-			return fmt.Errorf("invalid pid in %q", target)
+		if err := syscall.Kill(pid, sig); err != nil {
+			msg += fmt.Sprintf("\nsignal %q %d: %s", name, pid, err)
 		}
 	}
-	return syscall.Kill(pid, sig)
+	if msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// runningPids lists the pids pgrep finds for name, this process left out; no pgrep on the
+// machine means the operator must give the pid.
+func runningPids(name string) ([]int, error) {
+	out, err := exec.Command("pgrep", name).Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return nil, errors.New("unable to resolve pid, try providing one")
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, errors.New("unable to resolve pid, try providing one")
+		}
+		if pid != os.Getpid() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }

@@ -468,3 +468,76 @@ func TestBinaryRemoteSyslog(t *testing.T) {
 	}
 	t.Fatalf("no 'Server is ready' over syslog; got %q", got)
 }
+
+// TestBinarySignalWithoutPid: --signal without a pid finds the running server by the
+// executable's name as nats-server does (pgrep), refuses when several run, says when none
+// does, and "pid*" signals every match. The binary runs under a name of its own so servers
+// other tests start at the same time are never matched.
+func TestBinarySignalWithoutPid(t *testing.T) {
+	if _, err := exec.LookPath("pgrep"); err != nil {
+		t.Skip("no pgrep on this machine")
+	}
+	name := fmt.Sprintf("nsig%d", os.Getpid()%100000)
+	bin := filepath.Join(t.TempDir(), name)
+	src, err := os.ReadFile(natsdBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	signal := func(arg string) (string, error) {
+		out, err := exec.Command(bin, "--signal", arg).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	start := func() *proc {
+		port := freePort(t)
+		p := &proc{port: port, log: &lockedBuffer{}, done: make(chan error, 1)}
+		p.cmd = exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
+		p.cmd.Stderr = p.log
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.done <- p.cmd.Wait() }()
+		t.Cleanup(func() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		})
+		for i := 0; i < 500; i++ {
+			if c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+				c.Close()
+				return p
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("server did not start: %s", p.log)
+		return nil
+	}
+
+	if out, err := signal("reload"); err == nil || !strings.Contains(out, "no "+name+" processes running") {
+		t.Fatalf("none running: %q %v", out, err)
+	}
+	if out, err := signal("reload=12x"); err == nil || !strings.Contains(out, "invalid pid: 12x") {
+		t.Fatalf("bad pid: %q %v", out, err)
+	}
+	a, b := start(), start()
+	out, err := signal("ldm")
+	if err == nil || !strings.Contains(out, "multiple "+name+" processes running:") ||
+		!strings.Contains(out, strconv.Itoa(a.cmd.Process.Pid)) || !strings.Contains(out, strconv.Itoa(b.cmd.Process.Pid)) {
+		t.Fatalf("two running: %q %v", out, err)
+	}
+	// "pid*" with the whole pid matches just that server: lame duck with no clients exits.
+	if out, err := signal("ldm=" + strconv.Itoa(a.cmd.Process.Pid) + "*"); err != nil {
+		t.Fatalf("glob: %q %v", out, err)
+	}
+	if err := a.waitExit(t, 10*time.Second); err != nil {
+		t.Fatalf("exit after ldm: %v\n%s", err, a.log)
+	}
+	// One left: no pid needed.
+	if out, err := signal("quit"); err != nil {
+		t.Fatalf("one running: %q %v", out, err)
+	}
+	if err := b.waitExit(t, 10*time.Second); err != nil && !strings.Contains(err.Error(), "signal") {
+		t.Fatalf("exit after quit: %v\n%s", err, b.log)
+	}
+}
