@@ -74,7 +74,6 @@ Cluster Options:
         --no_advertise <bool>        Do not advertise known cluster information to clients
         --cluster_advertise <string> Cluster URL to advertise to other servers
         --connect_retries <number>   For implicit routes, number of connect retries
-                                     (routes are not implemented yet: a cluster runs standalone)
 
 TLS Options:
         --tls                        Enable TLS, do not verify clients (default: false)

@@ -142,8 +142,7 @@ type Options struct {
 	AllowNonTLS               bool
 
 	// Cluster is the cluster {} block and the cluster flags (--cluster, --routes, ...): the
-	// routes to other servers. Routes are not implemented yet: a server with a cluster
-	// configured runs alone, saying so at start-up (server/cluster.go).
+	// routes to other servers (server/routes.go runs them).
 	Cluster cluster.Options
 
 	// JetStream (-js, the jetstream block). StoreDir is the directory nats-server would be
