@@ -272,3 +272,48 @@ func BenchmarkRoutedMsgDeliver1(b *testing.B) {
 	}
 	drain(r)
 }
+
+// discardConn takes every write whole.
+type discardConn struct{ memConn }
+
+func (s *discardConn) Writev(bs [][]byte) (int, error) {
+	n := 0
+	for _, b := range bs {
+		n += len(b)
+	}
+	return n, nil
+}
+
+// BenchmarkInternalPublishDeliver1: an internal client's publish (what JetStream's
+// deliveries and acks are) of 128 bytes with a reply, routed in batches of 64 to one
+// connection: the copy into the client's queue, the drain on the internal reactor, the
+// delivery. The batches are drained by hand, so the internal reactor's goroutine never runs.
+func BenchmarkInternalPublishDeliver1(b *testing.B) {
+	r, _, _ := newBenchEngine(b, 0, "foo")
+	ic := r.e.NewInternalClient(KindSystem, nil, "bench")
+	ir := ic.c.r
+	t := &client{r: ir, tSlot: -1, conn: &discardConn{}}
+	if err := t.bind(r.e.global); err != nil {
+		b.Fatal(err)
+	}
+	s := &sub{c: t, acc: r.e.global, subject: "foo", sid: []byte("1")}
+	if err := r.e.global.subs.Insert("foo", "", s); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 128)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ic.mu.Lock()
+		ic.sched = true // drained below, never by the internal reactor
+		ic.mu.Unlock()
+		if err := ic.Publish("foo", "$JS.ACK.S.C.1.2.3.1700000000000000000.0", nil, payload); err != nil {
+			b.Fatal(err)
+		}
+		if i&63 == 63 {
+			ic.drain()
+		}
+	}
+	ic.drain()
+}

@@ -25,6 +25,7 @@ type InternalClient struct {
 	mu    sync.Mutex
 	pubs  []pendingPub // waiting for the internal reactor
 	spare []pendingPub
+	buf   []byte // pubs' bytes, one after another (from pubBufs, back there once routed)
 	sched bool
 
 	work     workQueue
@@ -35,12 +36,16 @@ type InternalClient struct {
 	routeAll func()
 }
 
+// pendingPub is one queued publish: lengths of its parts, laid out in this order (subject,
+// as, reply, header and payload) in the client's buf, or in own for a large message (which
+// would otherwise make buf grow, by copying, to hold it).
 type pendingPub struct {
-	subject, reply []byte
-	as             []byte
-	hdr            int
-	data           []byte
+	subject, as, reply, hdr, data int
+	own                           []byte
 }
+
+// ownPubSize is the size from which a publish gets a buffer of its own.
+const ownPubSize = 32 << 10
 
 // ErrClosed is returned by an internal client once its engine has stopped.
 var ErrClosed = errors.New("loop: internal client closed")
@@ -80,23 +85,18 @@ func (ic *InternalClient) PublishAs(subject, as, reply string, hdr, payload []by
 	if ic.stopped.Load() || ic.e.stopping.Load() {
 		return ErrClosed
 	}
-	p := pendingPub{hdr: len(hdr)}
-	ns, na, nr := len(subject), len(as), len(reply)
-	buf := make([]byte, 0, ns+na+nr+len(hdr)+len(payload))
-	buf = append(buf, subject...)
-	buf = append(buf, as...)
-	buf = append(buf, reply...)
-	buf = append(buf, hdr...)
-	buf = append(buf, payload...)
-	p.subject = buf[:ns:ns]
-	if as != "" {
-		p.as = buf[ns : ns+na : ns+na]
+	p := pendingPub{subject: len(subject), as: len(as), reply: len(reply), hdr: len(hdr), data: len(hdr) + len(payload)}
+	n := p.subject + p.as + p.reply + p.data
+	if n >= ownPubSize {
+		p.own = appendPub(make([]byte, 0, n), subject, as, reply, hdr, payload)
 	}
-	if reply != "" {
-		p.reply = buf[ns+na : ns+na+nr : ns+na+nr]
-	}
-	p.data = buf[ns+na+nr:]
 	ic.mu.Lock()
+	if p.own == nil {
+		if ic.buf == nil {
+			ic.buf = pubBufs.Get().([]byte)
+		}
+		ic.buf = appendPub(ic.buf, subject, as, reply, hdr, payload)
+	}
 	ic.pubs = append(ic.pubs, p)
 	first := !ic.sched
 	ic.sched = true
@@ -109,25 +109,63 @@ func (ic *InternalClient) PublishAs(subject, as, reply string, hdr, payload []by
 	return nil
 }
 
-// drain routes every publish queued so far; it runs on the internal reactor.
+func appendPub(b []byte, subject, as, reply string, hdr, payload []byte) []byte {
+	b = append(b, subject...)
+	b = append(b, as...)
+	b = append(b, reply...)
+	b = append(b, hdr...)
+	return append(b, payload...)
+}
+
+// drain routes every publish queued so far; it runs on the internal reactor. Routing copies
+// what it keeps (a client's own publishes are routed straight from its read buffer too), so
+// the bytes go back to the pool once the batch is routed.
 func (ic *InternalClient) drain() {
 	ic.mu.Lock()
-	list := ic.pubs
-	ic.pubs = ic.spare[:0]
+	list, buf := ic.pubs, ic.buf
+	ic.pubs, ic.buf = ic.spare[:0], nil
 	ic.sched = false
 	ic.mu.Unlock()
 	r := ic.c.r
+	at := 0 // where the next publish starts in buf
 	for i := range list {
 		p := &list[i]
-		r.pubOp = parser.Op{Kind: parser.KindPub, Subject: p.subject, Reply: p.reply, HdrLen: p.hdr, Msg: p.data, As: p.as}
+		b, off := buf, at
+		if p.own != nil {
+			b, off = p.own, 0
+		}
+		part := func(n int) []byte {
+			if n == 0 {
+				return nil
+			}
+			off += n
+			return b[off-n : off : off]
+		}
+		r.pubOp = parser.Op{Kind: parser.KindPub, Subject: part(p.subject), As: part(p.as), Reply: part(p.reply), HdrLen: p.hdr}
+		r.pubOp.Msg = b[off : off+p.data : off+p.data]
+		if p.own == nil {
+			at = off + p.data
+		}
 		if p.hdr > 0 {
 			r.pubOp.Kind = parser.KindHPub
 		}
 		r.route(ic.c.acc, ic.c, &r.pubOp, 0)
 		*p = pendingPub{}
 	}
+	r.pubOp = parser.Op{}
 	ic.spare = list[:0]
+	putPubBuf(buf)
 	r.endBatch()
+}
+
+// pubBufs holds internal clients' publish buffers between batches, so an idle client keeps
+// none and a busy one allocates nothing per message.
+var pubBufs = sync.Pool{New: func() any { return make([]byte, 0, 16<<10) }}
+
+func putPubBuf(b []byte) {
+	if b != nil && cap(b) <= 1<<20 {
+		pubBufs.Put(b[:0])
+	}
 }
 
 // Subscription is an internal client's interest in a subject.
