@@ -441,6 +441,9 @@ type ConnzOptions struct {
 	// FilterSubject keeps the connections with a subscription that collides with it (needs
 	// Account).
 	FilterSubject string `json:"filter_subject"`
+
+	// noPeerCerts leaves the TLS peer chains out of auth's detail (/metrics has no use for them).
+	noPeerCerts bool
 }
 
 var connzSorts = map[string]bool{
@@ -639,7 +642,7 @@ func (s *Server) Connz(q *ConnzOptions) (*Connz, error) {
 			}
 		}
 		if q.Username {
-			if c.Stop.IsZero() {
+			if c.Stop.IsZero() && !q.noPeerCerts {
 				// nats-server remembers a closed connection without its peer's chain.
 				ci.TLSPeerCerts = peerCerts(c.TLSPeerCerts)
 			}

@@ -1,164 +1,343 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/natsd/natsd/loop"
 )
 
-// Prometheus metrics carry the /varz and /connz figures under the names
-// prometheus-nats-exporter gives them (gnatsd_varz_*, gnatsd_connz_*), so existing dashboards
-// work unchanged. Collectors read the figures at scrape time; nothing is kept in between.
+// /metrics carries what prometheus-nats-exporter makes of the monitoring endpoints, under its
+// names, labels and types, so that dashboards and alerts written for the exporter work
+// unchanged: the core families (gnatsd_<endpoint>_<field>) of /varz, /connz (its detailed,
+// per-connection form), /routez, /subsz, /healthz (and its js-enabled-only and js-server-only
+// forms), /accstatz, /accountz and /leafz, and the JetStream ones (jetstream_server_*,
+// jetstream_account_*, jetstream_stream_*, jetstream_consumer_*) of /jsz with everything
+// (consumers, config, raft). /gatewayz gives nothing, as it gives the exporter nothing on a
+// server without gateways. server_id is the server's id (the exporter's
+// -use_internal_server_id; by default it puts the monitoring URL there).
+//
+// Every figure is read at scrape time from the function that builds the endpoint's JSON;
+// nothing is kept in between. server/testdata/exporter_families.txt lists the families and
+// TestMonitorMetricsExporterFamilies checks a scrape against it.
 
-// metricsMaxConns bounds the per-connection series, as /connz's default page does.
+// metricsMaxConns bounds the per-connection series: the first page of /connz, as the exporter
+// reads it (sorted by cid, nats-server's default page size).
 const metricsMaxConns = defaultListSize
 
-type metricDef struct {
-	desc  *prometheus.Desc
-	kind  prometheus.ValueType
-	value func(v *Varz) float64
+// metricsCollector is /metrics' collector. It is unchecked (it describes nothing): the
+// exporter's generic families follow the fields the endpoints answer with, and its connz
+// families carry a summary series and per-connection series with different labels, which a
+// checked collector may not mix.
+type metricsCollector struct {
+	s *Server
+
+	mu    sync.Mutex
+	descs map[string]*prometheus.Desc // the generic families, by name
+
+	conn   connzDescs
+	route  routezDescs
+	health [3]healthzDescs
+	leafN  *prometheus.Desc
+	accst  accstatzDescs
+	acc    accountzDescs
+	js     jszDescs
 }
 
-type serverCollector struct {
-	s    *Server
-	varz []metricDef
-
-	connzNum, connzTotal                         *prometheus.Desc
-	connIn, connOut, connInB, connOutB, connPend *prometheus.Desc
-	connSubs                                     *prometheus.Desc
-	subszNum, subszCache, subszInserts           *prometheus.Desc
-	subszRemoves, subszMatches                   *prometheus.Desc
-	routezNum                                    *prometheus.Desc
-	routeIn, routeOut, routeInB, routeOutB       *prometheus.Desc
-	routePend, routeSubs                         *prometheus.Desc
+func newMetricsCollector(s *Server) *metricsCollector {
+	c := &metricsCollector{s: s, descs: map[string]*prometheus.Desc{}}
+	c.conn = newConnzDescs()
+	c.route = newRoutezDescs()
+	for i, ep := range healthzEndpoints {
+		c.health[i] = newHealthzDescs(ep.name)
+	}
+	c.leafN = prometheus.NewDesc("gnatsd_leafz_conn_nodes_total", "Leaf node connections", []string{"server_id"}, nil)
+	c.accst = newAccstatzDescs()
+	c.acc = newAccountzDescs()
+	c.js = newJszDescs()
+	return c
 }
 
-func newServerCollector(s *Server) *serverCollector {
-	sid := prometheus.Labels{"server_id": s.id}
-	g, c := prometheus.GaugeValue, prometheus.CounterValue
-	def := func(name, help string, kind prometheus.ValueType, f func(v *Varz) float64) metricDef {
-		return metricDef{prometheus.NewDesc("gnatsd_varz_"+name, help, nil, sid), kind, f}
-	}
-	sc := &serverCollector{s: s}
-	sc.varz = []metricDef{
-		def("connections", "Current client connections", g, func(v *Varz) float64 { return float64(v.Connections) }),
-		def("total_connections", "Client connections since start", c, func(v *Varz) float64 { return float64(v.TotalConnections) }),
-		def("subscriptions", "Current subscriptions", g, func(v *Varz) float64 { return float64(v.Subscriptions) }),
-		def("in_msgs", "Messages received", c, func(v *Varz) float64 { return float64(v.InMsgs) }),
-		def("in_bytes", "Payload bytes received", c, func(v *Varz) float64 { return float64(v.InBytes) }),
-		def("out_msgs", "Messages sent", c, func(v *Varz) float64 { return float64(v.OutMsgs) }),
-		def("out_bytes", "Payload bytes sent", c, func(v *Varz) float64 { return float64(v.OutBytes) }),
-		def("in_client_msgs", "Messages received from clients", c, func(v *Varz) float64 { return float64(v.InClientMsgs) }),
-		def("in_client_bytes", "Payload bytes received from clients", c, func(v *Varz) float64 { return float64(v.InClientBytes) }),
-		def("out_client_msgs", "Messages sent to clients", c, func(v *Varz) float64 { return float64(v.OutClientMsgs) }),
-		def("out_client_bytes", "Payload bytes sent to clients", c, func(v *Varz) float64 { return float64(v.OutClientBytes) }),
-		def("slow_consumers", "Connections closed as slow consumers", c, func(v *Varz) float64 { return float64(v.SlowConsumers) }),
-		def("stale_connections", "Connections closed as stale", c, func(v *Varz) float64 { return float64(v.StaleConnections) }),
-		def("stalled_clients", "Times a fast producer was stalled", c, func(v *Varz) float64 { return float64(v.StalledClients) }),
-		def("routes", "Connected routes", g, func(v *Varz) float64 { return float64(v.Routes) }),
-		def("remotes", "Configured route remotes", g, func(v *Varz) float64 { return float64(v.Remotes) }),
-		def("leafnodes", "Connected leaf nodes", g, func(v *Varz) float64 { return float64(v.Leafs) }),
-		def("mem", "Resident memory in bytes", g, func(v *Varz) float64 { return float64(v.Mem) }),
-		def("cpu", "CPU use in percent of one core", g, func(v *Varz) float64 { return v.CPU }),
-		def("cores", "Cores available", g, func(v *Varz) float64 { return float64(v.Cores) }),
-		def("gomaxprocs", "GOMAXPROCS", g, func(v *Varz) float64 { return float64(v.MaxProcs) }),
-		def("max_connections", "max_connections", g, func(v *Varz) float64 { return float64(v.MaxConn) }),
-		def("max_payload", "max_payload", g, func(v *Varz) float64 { return float64(v.MaxPayload) }),
-		def("max_pending", "max_pending", g, func(v *Varz) float64 { return float64(v.MaxPending) }),
-		def("max_control_line", "max_control_line", g, func(v *Varz) float64 { return float64(v.MaxControlLine) }),
-		def("ping_interval", "ping_interval in nanoseconds", g, func(v *Varz) float64 { return float64(v.PingInterval) }),
-		def("ping_max", "ping_max", g, func(v *Varz) float64 { return float64(v.MaxPingsOut) }),
-		def("write_deadline", "write_deadline in nanoseconds", g, func(v *Varz) float64 { return float64(v.WriteDeadline) }),
-		def("auth_timeout", "auth_timeout in seconds", g, func(v *Varz) float64 { return v.AuthTimeout }),
-		def("tls_timeout", "TLS handshake timeout in seconds", g, func(v *Varz) float64 { return v.TLSTimeout }),
-		def("port", "Client port", g, func(v *Varz) float64 { return float64(v.Port) }),
-		def("start", "Start time, unix seconds", g, func(v *Varz) float64 { return float64(v.Start.UnixNano()) / 1e9 }),
-	}
-	sc.connzNum = prometheus.NewDesc("gnatsd_connz_num_connections", "Open client connections", nil, sid)
-	sc.connzTotal = prometheus.NewDesc("gnatsd_connz_total", "Open client connections", nil, sid)
-	conn := []string{"cid", "name", "lang", "version", "ip"}
-	sc.connIn = prometheus.NewDesc("gnatsd_connz_in_msgs", "Messages received from the connection", conn, sid)
-	sc.connOut = prometheus.NewDesc("gnatsd_connz_out_msgs", "Messages sent to the connection", conn, sid)
-	sc.connInB = prometheus.NewDesc("gnatsd_connz_in_bytes", "Payload bytes received from the connection", conn, sid)
-	sc.connOutB = prometheus.NewDesc("gnatsd_connz_out_bytes", "Payload bytes sent to the connection", conn, sid)
-	sc.connPend = prometheus.NewDesc("gnatsd_connz_pending_bytes", "Bytes queued for the connection", conn, sid)
-	sc.connSubs = prometheus.NewDesc("gnatsd_connz_subscriptions", "Subscriptions of the connection", conn, sid)
-	sc.subszNum = prometheus.NewDesc("gnatsd_subsz_num_subscriptions", "Subscriptions", nil, sid)
-	sc.subszCache = prometheus.NewDesc("gnatsd_subsz_num_cache", "Subjects in the match caches", nil, sid)
-	sc.subszInserts = prometheus.NewDesc("gnatsd_subsz_num_inserts", "Subscriptions ever added", nil, sid)
-	sc.subszRemoves = prometheus.NewDesc("gnatsd_subsz_num_removes", "Subscriptions ever removed", nil, sid)
-	sc.subszMatches = prometheus.NewDesc("gnatsd_subsz_num_matches", "Subject matches", nil, sid)
-	sc.routezNum = prometheus.NewDesc("gnatsd_routez_num_routes", "Route connections", nil, sid)
-	route := []string{"rid", "remote_id", "remote_name", "account"}
-	sc.routeIn = prometheus.NewDesc("gnatsd_routez_in_msgs", "Messages received from the route", route, sid)
-	sc.routeOut = prometheus.NewDesc("gnatsd_routez_out_msgs", "Messages sent to the route", route, sid)
-	sc.routeInB = prometheus.NewDesc("gnatsd_routez_in_bytes", "Payload bytes received from the route", route, sid)
-	sc.routeOutB = prometheus.NewDesc("gnatsd_routez_out_bytes", "Payload bytes sent to the route", route, sid)
-	sc.routePend = prometheus.NewDesc("gnatsd_routez_pending_size", "Bytes queued for the route", route, sid)
-	sc.routeSubs = prometheus.NewDesc("gnatsd_routez_subscriptions", "Interest the remote server registered on the route", route, sid)
-	return sc
+// Describe describes nothing: the collector is unchecked.
+func (c *metricsCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect reads every endpoint once.
+func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	e := metricEmitter{ch: ch, sid: c.s.id}
+	c.collectVarz(e)
+	c.collectConnz(e)
+	c.collectRoutez(e)
+	c.collectSubsz(e)
+	c.collectHealthz(e)
+	c.collectLeafz(e)
+	c.collectAccstatz(e)
+	c.collectAccountz(e)
+	c.collectJsz(e)
 }
 
-func (sc *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range sc.varz {
-		ch <- m.desc
-	}
-	for _, d := range []*prometheus.Desc{sc.connzNum, sc.connzTotal, sc.connIn, sc.connOut, sc.connInB,
-		sc.connOutB, sc.connPend, sc.connSubs, sc.subszNum, sc.subszCache, sc.subszInserts,
-		sc.subszRemoves, sc.subszMatches, sc.routezNum, sc.routeIn, sc.routeOut, sc.routeInB,
-		sc.routeOutB, sc.routePend, sc.routeSubs} {
-		ch <- d
-	}
+// metricEmitter sends const metrics; sid is the server_id label every family starts with.
+type metricEmitter struct {
+	ch  chan<- prometheus.Metric
+	sid string
 }
 
-func (sc *serverCollector) Collect(ch chan<- prometheus.Metric) {
-	v := sc.s.Varz()
-	for _, m := range sc.varz {
-		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(v))
+func (e metricEmitter) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func (e metricEmitter) counter(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func (e metricEmitter) untyped(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.UntypedValue, v, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
 	}
-	conns := sc.s.eng.Conns(loop.ConnsQuery{})
-	ch <- prometheus.MustNewConstMetric(sc.connzNum, prometheus.GaugeValue, float64(len(conns)))
-	ch <- prometheus.MustNewConstMetric(sc.connzTotal, prometheus.GaugeValue, float64(len(conns)))
-	if len(conns) <= metricsMaxConns {
-		for _, cs := range conns {
-			l := []string{strconv.FormatUint(cs.CID, 10), cs.Name, cs.Lang, cs.Version, cs.IP}
-			ch <- prometheus.MustNewConstMetric(sc.connIn, prometheus.CounterValue, float64(cs.InMsgs), l...)
-			ch <- prometheus.MustNewConstMetric(sc.connOut, prometheus.CounterValue, float64(cs.OutMsgs), l...)
-			ch <- prometheus.MustNewConstMetric(sc.connInB, prometheus.CounterValue, float64(cs.InBytes), l...)
-			ch <- prometheus.MustNewConstMetric(sc.connOutB, prometheus.CounterValue, float64(cs.OutBytes), l...)
-			ch <- prometheus.MustNewConstMetric(sc.connPend, prometheus.GaugeValue, float64(cs.Pending), l...)
-			ch <- prometheus.MustNewConstMetric(sc.connSubs, prometheus.GaugeValue, float64(cs.NumSubs), l...)
+	return 0
+}
+
+// epochMillis is a time as the exporter exports one: milliseconds since the epoch.
+func epochMillis(t time.Time) float64 { return float64(t.UnixMilli()) }
+
+// wholeSeconds is a duration cut to whole seconds, the precision of nats-server's uptime and
+// idle strings (which the exporter parses).
+func wholeSeconds(d time.Duration) time.Duration { return d.Truncate(time.Second) }
+
+// ---- the exporter's generic families: /varz and /subsz
+
+// genericStringKeys are the only string fields the exporter's generic collector exports: as
+// a gauge of 1 with the string in a "value" label, or, when the string is an RFC 3339 time,
+// as the time in milliseconds since the epoch.
+var genericStringKeys = map[string]bool{
+	"server_id": true, "server_name": true, "version": true, "domain": true,
+	"leader": true, "name": true, "start": true, "config_load_time": true,
+}
+
+// genericSkipped are the flattened fields it leaves out.
+var genericSkipped = map[string]bool{
+	"leaf": true, "trusted_operators_claim": true, "cluster_tls_timeout": true,
+	"cluster_cluster_port": true, "cluster_auth_timeout": true, "gateway_port": true,
+	"gateway_auth_timeout": true, "gateway_tls_timeout": true, "gateway_connect_retries": true,
+}
+
+// genericName is a field's flattened name: the path joined by "_", "/" (http_req_stats'
+// keys are paths) turned into "_", no leading, trailing or doubled "_".
+func genericName(path []string) string {
+	n := strings.ReplaceAll(strings.Join(path, "_"), "/", "_")
+	for strings.Contains(n, "__") {
+		n = strings.ReplaceAll(n, "__", "_")
+	}
+	return strings.Trim(n, "_")
+}
+
+// validMetricName is Prometheus' classic metric name syntax.
+func validMetricName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i, r := range n {
+		ok := r == '_' || r == ':' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9')
+		if !ok {
+			return false
 		}
 	}
-	st := sc.s.sublistStats()
-	ch <- prometheus.MustNewConstMetric(sc.subszNum, prometheus.GaugeValue, float64(st.NumSubs))
-	ch <- prometheus.MustNewConstMetric(sc.subszCache, prometheus.GaugeValue, float64(st.NumCache))
-	ch <- prometheus.MustNewConstMetric(sc.subszInserts, prometheus.CounterValue, float64(st.NumInserts))
-	ch <- prometheus.MustNewConstMetric(sc.subszRemoves, prometheus.CounterValue, float64(st.NumRemoves))
-	ch <- prometheus.MustNewConstMetric(sc.subszMatches, prometheus.CounterValue, float64(st.NumMatches))
-	routes := sc.s.eng.Routes(false)
-	ch <- prometheus.MustNewConstMetric(sc.routezNum, prometheus.GaugeValue, float64(len(routes)))
-	for _, r := range routes {
-		l := []string{strconv.FormatUint(r.RID, 10), r.RemoteID, r.RemoteName, r.Account}
-		ch <- prometheus.MustNewConstMetric(sc.routeIn, prometheus.CounterValue, float64(r.InMsgs), l...)
-		ch <- prometheus.MustNewConstMetric(sc.routeOut, prometheus.CounterValue, float64(r.OutMsgs), l...)
-		ch <- prometheus.MustNewConstMetric(sc.routeInB, prometheus.CounterValue, float64(r.InBytes), l...)
-		ch <- prometheus.MustNewConstMetric(sc.routeOutB, prometheus.CounterValue, float64(r.OutBytes), l...)
-		ch <- prometheus.MustNewConstMetric(sc.routePend, prometheus.GaugeValue, float64(r.Pending), l...)
-		ch <- prometheus.MustNewConstMetric(sc.routeSubs, prometheus.GaugeValue, float64(r.NumSubs), l...)
+	return true
+}
+
+// genericDesc is the descriptor of gnatsd_<endpoint>_<field>, with a "value" label for the
+// string fields. Its help is the field's name, as the exporter's.
+func (c *metricsCollector) genericDesc(endpoint, field string, valueLabel bool) *prometheus.Desc {
+	name := "gnatsd_" + endpoint + "_" + field
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := c.descs[name]; d != nil {
+		return d
+	}
+	labels := []string{"server_id"}
+	if valueLabel {
+		labels = append(labels, "value")
+	}
+	d := prometheus.NewDesc(name, field, labels, nil)
+	c.descs[name] = d
+	return d
+}
+
+// collectGeneric exports an endpoint's answer by the exporter's generic rule: each number,
+// nested objects flattened into the name, is a gauge; of the strings only genericStringKeys;
+// booleans, arrays and nulls never.
+func (c *metricsCollector) collectGeneric(e metricEmitter, endpoint string, answer any) {
+	b, err := json.Marshal(answer)
+	if err != nil {
+		return
+	}
+	var doc map[string]any
+	if json.Unmarshal(b, &doc) != nil {
+		return
+	}
+	seen := map[string]bool{}
+	var walk func(path []string, obj map[string]any)
+	walk = func(path []string, obj map[string]any) {
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := append(path[:len(path):len(path)], k)
+			field := genericName(p)
+			if genericSkipped[field] {
+				continue
+			}
+			if nested, ok := obj[k].(map[string]any); ok {
+				walk(p, nested)
+				continue
+			}
+			if !validMetricName(field) || seen[field] {
+				continue
+			}
+			switch v := obj[k].(type) {
+			case float64:
+				seen[field] = true
+				e.gauge(c.genericDesc(endpoint, field, false), v, e.sid)
+			case string:
+				if !genericStringKeys[k] {
+					continue
+				}
+				seen[field] = true
+				if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+					e.gauge(c.genericDesc(endpoint, field, false), epochMillis(t), e.sid)
+				} else {
+					e.gauge(c.genericDesc(endpoint, field, true), 1, e.sid, v)
+				}
+			}
+		}
+	}
+	walk(nil, doc)
+}
+
+func (c *metricsCollector) collectVarz(e metricEmitter) {
+	c.collectGeneric(e, "varz", c.s.Varz())
+}
+
+func (c *metricsCollector) collectSubsz(e metricEmitter) {
+	if sz, err := c.s.Subsz(nil); err == nil {
+		c.collectGeneric(e, "subsz", sz)
+	}
+}
+
+// ---- /routez: the server, and one set of series per route
+
+type routezDescs struct {
+	serverID, serverName, num          *prometheus.Desc
+	info, rtt, subs, uptime            *prometheus.Desc
+	inMsgs, outMsgs, inBytes, outBytes *prometheus.Desc
+}
+
+func newRoutezDescs() routezDescs {
+	value := []string{"server_id", "value"}
+	route := []string{"server_id", "rid"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc("gnatsd_routez_"+name, help, labels, nil)
+	}
+	return routezDescs{
+		serverID:   d("server_id", "server_id", value),
+		serverName: d("server_name", "server_name", value),
+		num:        d("num_routes", "num_routes", []string{"server_id"}),
+		info:       d("route_info", "A route, its remote server and account", []string{"server_id", "rid", "remote_id", "remote_name", "account", "ip", "compression"}),
+		rtt:        d("route_rtt_seconds", "The route's round-trip time in seconds", route),
+		subs:       d("route_subscriptions", "Interest the remote server registered on the route", route),
+		uptime:     d("route_uptime_seconds", "Seconds since the route connected", route),
+		inMsgs:     d("route_in_msgs", "Messages received from the route", route),
+		outMsgs:    d("route_out_msgs", "Messages sent to the route", route),
+		inBytes:    d("route_in_bytes", "Payload bytes received from the route", route),
+		outBytes:   d("route_out_bytes", "Payload bytes sent to the route", route),
+	}
+}
+
+func (c *metricsCollector) collectRoutez(e metricEmitter) {
+	rz, err := c.s.Routez(nil)
+	if err != nil {
+		return
+	}
+	d := &c.route
+	e.gauge(d.serverID, 1, e.sid, rz.ID)
+	e.gauge(d.serverName, 1, e.sid, rz.Name)
+	e.gauge(d.num, float64(rz.NumRoutes), e.sid)
+	for _, r := range rz.Routes {
+		rid := strconv.FormatUint(r.RID, 10)
+		e.gauge(d.info, 1, e.sid, rid, r.RemoteID, r.RemoteName, r.Account, r.IP, r.Compression)
+		if r.RTT != "" {
+			if rtt, err := time.ParseDuration(r.RTT); err == nil {
+				e.gauge(d.rtt, rtt.Seconds(), e.sid, rid)
+			}
+		}
+		e.gauge(d.subs, float64(r.NumSubs), e.sid, rid)
+		e.gauge(d.uptime, wholeSeconds(rz.Now.Sub(r.Start)).Seconds(), e.sid, rid)
+		e.gauge(d.inMsgs, float64(r.InMsgs), e.sid, rid)
+		e.gauge(d.outMsgs, float64(r.OutMsgs), e.sid, rid)
+		e.gauge(d.inBytes, float64(r.InBytes), e.sid, rid)
+		e.gauge(d.outBytes, float64(r.OutBytes), e.sid, rid)
+	}
+}
+
+// ---- /healthz, and its js-enabled-only and js-server-only forms
+
+var healthzEndpoints = [...]struct {
+	name string
+	opts HealthzOptions
+}{
+	{"healthz", HealthzOptions{}},
+	{"healthz_js_enabled_only", HealthzOptions{JSEnabledOnly: true}},
+	{"healthz_js_server_only", HealthzOptions{JSServerOnly: true}},
+}
+
+type healthzDescs struct{ status, statusValue *prometheus.Desc }
+
+func newHealthzDescs(endpoint string) healthzDescs {
+	return healthzDescs{
+		status:      prometheus.NewDesc("gnatsd_"+endpoint+"_status", "status", []string{"server_id"}, nil),
+		statusValue: prometheus.NewDesc("gnatsd_"+endpoint+"_status_value", "status", []string{"server_id", "value"}, nil),
+	}
+}
+
+// collectHealthz: <endpoint>_status is 0 when healthy and 1 when not (the exporter kept it
+// that way for compatibility); <endpoint>_status_value is 1 when healthy, with the status in
+// the value label.
+func (c *metricsCollector) collectHealthz(e metricEmitter) {
+	for i, ep := range healthzEndpoints {
+		q := ep.opts
+		hs := c.s.healthz(&q)
+		ok := hs.Status == "ok"
+		e.gauge(c.health[i].status, b2f(!ok), e.sid)
+		e.gauge(c.health[i].statusValue, b2f(ok), e.sid, hs.Status)
+	}
+}
+
+// ---- /leafz: the count only, with no leaf nodes to detail
+
+func (c *metricsCollector) collectLeafz(e metricEmitter) {
+	if lz, err := c.s.Leafz(nil); err == nil {
+		e.gauge(c.leafN, float64(lz.NumLeafs), e.sid)
 	}
 }
 
 // metricsHandler serves /metrics from a registry of its own (not the global one, so that
-// several servers in one process, as in tests, do not collide).
+// several servers in one process, as in tests, do not collide), with the Go runtime and
+// process collectors the exporter registers too.
 func (s *Server) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newServerCollector(s))
+	reg.MustRegister(newMetricsCollector(s))
 	reg.MustRegister(collectors.NewGoCollector())
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

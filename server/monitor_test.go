@@ -525,8 +525,13 @@ func TestMonitorMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got, w)
 		}
 	}
-	if fams["gnatsd_varz_in_msgs"].GetType().String() != "COUNTER" {
-		t.Errorf("in_msgs type %v", fams["gnatsd_varz_in_msgs"].GetType())
+	// The exporter's types: its generic /varz families are gauges, only connz's traffic counts
+	// are counters.
+	if typ := fams["gnatsd_varz_in_msgs"].GetType().String(); typ != "GAUGE" {
+		t.Errorf("varz in_msgs type %v", typ)
+	}
+	if typ := fams["gnatsd_connz_in_msgs"].GetType().String(); typ != "COUNTER" {
+		t.Errorf("connz in_msgs type %v", typ)
 	}
 	if fams["go_goroutines"] == nil || fams["process_resident_memory_bytes"] == nil {
 		t.Error("go/process collectors missing")
