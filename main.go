@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,7 +32,8 @@ Server Options:
         --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
     -m, --http_port <port>           Use port for http monitoring (-1: random port)
         --client_advertise <string>  Client URL to advertise to other servers
-    -ms,--https_port <port>          Use port for https monitoring (not supported yet)
+    -ms,--https_port <port>          Use port for https monitoring (not supported by natsd yet:
+                                     refused unless --allow_unsupported)
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
     -sl,--signal <signal>[=<pid>]    Send signal to natsd process (ldm, stop, quit, term, reopen, reload)
@@ -41,6 +43,9 @@ Server Options:
         --reuseport                  One SO_REUSEPORT listener per reactor
         --lame_duck_duration <dur>   Spread lame-duck closes over this long (default: 2m)
         --lame_duck_grace_period <d> Wait this long before the first close (default: 10s)
+        --allow_unsupported          Start even if the config file or the flags hold settings
+                                     natsd does not implement yet: they are ignored, with a
+                                     warning (also the config key allow_unsupported: true)
 
 Profiling Options:
         --profile <port>             Profiling HTTP port (Go pprof at /debug/pprof)
@@ -54,7 +59,9 @@ Logging Options:
         --logtime_utc                Timestamps in UTC instead of local timezone (default: false)
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
+    -VV                              Verbose trace (natsd traces as with -V)
     -DV                              Debug and trace
+    -DVV                             Debug and verbose trace (natsd: as -DV)
         --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
 JetStream Options:
@@ -85,6 +92,7 @@ TLS Options:
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
+        --help_tls                   TLS help
 `
 
 func printUsage() { fmt.Fprint(os.Stderr, usage) }
@@ -114,13 +122,28 @@ func run(args []string) int {
 	case "help":
 		printUsage()
 		return 0
+	case "help_tls":
+		fmt.Print(server.TLSHelp())
+		return 0
 	case "signal":
 		if err := sendSignal(cmd.signal); err != nil {
 			fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
 			return 1
 		}
 		return 0
-	case "check":
+	}
+	// Settings natsd does not implement stop -t and start-up, each named, unless the operator
+	// opted in; then they are ignored with a warning.
+	if err := server.CheckUnsupported(opts); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(os.Stderr, "natsd: %s\n", line)
+		}
+		return 1
+	}
+	if cmd.action == "check" {
+		for _, w := range server.UnsupportedWarnings(opts) {
+			fmt.Fprintf(os.Stderr, "natsd: %s\n", w)
+		}
 		fmt.Fprintf(os.Stderr, "natsd: configuration file %s is valid (%s)\n", opts.ConfigFile, cmd.digest)
 		return 0
 	}
@@ -135,8 +158,8 @@ func run(args []string) int {
 	for _, w := range cmd.warnings {
 		s.Logger().Warnf("%v", w)
 	}
-	for _, w := range cmd.unsupported {
-		s.Logger().Warnf("%s is not supported yet, ignored", w)
+	for _, w := range server.UnsupportedWarnings(opts) {
+		s.Logger().Warnf("%s", w)
 	}
 	stopProfiles, err := startProfiles()
 	if err != nil {
@@ -180,11 +203,10 @@ func startProfiles() (stop func(), err error) {
 }
 
 type command struct {
-	action      string // "", "version", "help", "signal", "check"
-	signal      string
-	unsupported []string
-	warnings    []error // located config warnings, logged at start-up
-	digest      string  // config digest, for -t
+	action   string // "", "version", "help", "help_tls", "signal", "check"
+	signal   string
+	warnings []error // located config warnings, logged at start-up
+	digest   string  // config digest, for -t
 	// reapply re-applies the command-line flags onto options loaded from the config file
 	// (flags win), at start-up and on every reload.
 	reapply func(*server.Options) error
@@ -192,10 +214,11 @@ type command struct {
 
 // flagVals holds the flags that do not map straight onto an Options field.
 type flagVals struct {
-	showVersion, showHelp, dv, dvv, vv, check bool
-	config, signal, cluster, routes           string
-	tls, tlsVerify                            bool
-	tlsCert, tlsKey, tlsCaCert                string
+	showVersion, showHelp, showTLSHelp bool
+	dv, dvv, vv, check                 bool
+	config, signal, cluster, routes    string
+	tls, tlsVerify                     bool
+	tlsCert, tlsKey, tlsCaCert         string
 }
 
 // defineFlags binds nats-server's flags to o and x. Each flag's default is o's current value,
@@ -243,6 +266,8 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	boolean(&x.vv, "VV")
 	boolean(&x.showVersion, "v", "version")
 	boolean(&x.showHelp, "h", "help")
+	boolean(&x.showTLSHelp, "help_tls")
+	boolean(&o.AllowUnsupported, "allow_unsupported")
 	str(&o.Username, "user")
 	str(&o.Password, "pass")
 	str(&o.Authorization, "auth")
@@ -281,7 +306,7 @@ func newFlagSet(o *server.Options, x *flagVals) *flag.FlagSet {
 // even if the config file sets it up), --cluster replaces the file's route listener and
 // credentials, and --routes its routes.
 func applySpecialFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) error {
-	var tlsOverride, tlsDisabled, clusterSet, routesSet bool
+	var tlsOverride, tlsDisabled, clusterSet, routesSet, httpsSet bool
 	var flagErr error
 	fs.Visit(func(f *flag.Flag) {
 		if flagErr != nil {
@@ -313,8 +338,22 @@ func applySpecialFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) error {
 			if !tlsDisabled {
 				tlsOverride = true
 			}
+		case "ms", "https_port":
+			httpsSet = true
 		}
 	})
+	// HTTPS monitoring is not built: the flag is a setting natsd does not implement, refused
+	// at start-up (and -t) unless the operator opts in, as the config file's keys are.
+	// The flag replaces the file's https/https_port: only the flag is reported, and -ms 0
+	// leaves nothing to refuse.
+	if httpsSet {
+		o.Unsupported = slices.DeleteFunc(slices.Clone(o.Unsupported), func(u server.UnsupportedSetting) bool {
+			return !u.Flag && (u.Key == "https" || u.Key == "https_port")
+		})
+		if o.HTTPSPort != 0 {
+			o.Unsupported = append(o.Unsupported, server.UnsupportedSetting{Key: "-ms/--https_port", Flag: true, What: "HTTPS monitoring"})
+		}
+	}
 	if flagErr != nil {
 		return flagErr
 	}
@@ -369,6 +408,9 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	case x.showHelp:
 		cmd.action = "help"
 		return o, cmd, nil
+	case x.showTLSHelp:
+		cmd.action = "help_tls"
+		return o, cmd, nil
 	case x.signal != "":
 		cmd.action, cmd.signal = "signal", x.signal
 		return o, cmd, nil
@@ -382,7 +424,6 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 			return nil, nil, server.ConfigErrors(rep.Warnings)
 		}
 		cmd.warnings, cmd.digest = rep.Warnings, rep.Digest
-		cmd.unsupported = append(cmd.unsupported, rep.Unsupported...)
 		// Flags win over the file.
 		if err := fs.Parse(args); err != nil {
 			return nil, nil, err
@@ -403,10 +444,6 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	}
 	if x.check {
 		cmd.action = "check"
-		return o, cmd, nil
-	}
-	if o.HTTPSPort != 0 {
-		cmd.unsupported = append(cmd.unsupported, "HTTPS monitoring (-ms/--https_port, needs TLS)")
 	}
 	return o, cmd, nil
 }

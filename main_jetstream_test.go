@@ -44,7 +44,7 @@ func TestFlagJetStream(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			o, cmd, err := parseFlags(tc.args)
+			o, _, err := parseFlags(tc.args)
 			fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			noop := func() {}
@@ -67,8 +67,8 @@ func TestFlagJetStream(t *testing.T) {
 			if n.JetStream != tc.js || n.StoreDir != tc.sd {
 				t.Fatalf("nats-server: jetstream %v store_dir %q, want %v %q", n.JetStream, n.StoreDir, tc.js, tc.sd)
 			}
-			for _, u := range cmd.unsupported {
-				if strings.Contains(u, "JetStream") || strings.Contains(u, "jetstream") {
+			for _, u := range o.Unsupported {
+				if strings.Contains(u.String(), "JetStream") || strings.Contains(u.String(), "jetstream") {
 					t.Fatalf("still reported: %q", u)
 				}
 			}

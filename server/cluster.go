@@ -1,9 +1,8 @@
 package server
 
-// The server's side of clustering while routes are not implemented: the cluster options'
-// defaults and start-up checks, the cluster name, the reload rules and the hook through which
-// the route code will apply a reloaded cluster block. Every place the route code takes over
-// is marked TODO(routes).
+// The server's side of the cluster block: the cluster options' defaults and start-up checks,
+// the cluster name, the reload rules and the hook through which the route code (routes.go,
+// loop/router.go) applies a reloaded cluster block.
 
 import (
 	"errors"
@@ -30,8 +29,8 @@ type clusterState struct {
 	// made up at New as nats-server does (a peer's configured name replaces it once routes
 	// exist); else "".
 	name string
-	// reload, when set, applies reloaded cluster options (nil: nothing to apply to).
-	// TODO(routes): the route code sets it (SetClusterReloadHook) when routing starts.
+	// reload applies reloaded cluster options to the routes; the route code sets it
+	// (SetClusterReloadHook) when routing starts. nil: no route listener runs.
 	reload ClusterReloadFunc
 }
 
@@ -169,9 +168,11 @@ func (s *Server) reloadCluster(old, new *cluster.Options) {
 	fn := s.cl.reload
 	s.cl.mu.Unlock()
 	if fn == nil {
-		// TODO(routes): with routes running, fn applies routes added and removed,
-		// permissions, compression, pool size and pinned accounts, advertise and auth.
-		s.log.Debugf("Reloaded: cluster (not applied: routes are not implemented yet)")
+		// No route listener runs (the cluster block has no port), and a reload cannot start
+		// one: clusterReloadRule refuses a new cluster host or port, as nats-server does
+		// ("config reload not supported for cluster host: old=, new=0.0.0.0"). The name is
+		// applied above; the rest is kept for /varz and for the next start.
+		s.log.Debugf("Reloaded: cluster (no route listener: only the name applies)")
 		return
 	}
 	fn(old, new, ch)

@@ -65,9 +65,10 @@ type ConfigReport struct {
 	Digest string
 	// Warnings are located problems that do not stop start-up (they fail -t).
 	Warnings []error
-	// Unsupported lists the keys nats-server accepts that natsd does not honour yet, located,
-	// e.g. `"jetstream" (nats.conf:12:1)`; start-up reports each once.
-	Unsupported []string
+	// Unsupported lists the keys nats-server accepts that natsd does not implement yet, located,
+	// in file order (also in Options.Unsupported). They stop start-up, -t and reload unless
+	// the operator opts in (allow_unsupported); see CheckUnsupported.
+	Unsupported []UnsupportedSetting
 }
 
 // ProcessConfigFile reads a nats-server config file into o, on top of what o holds (callers
@@ -102,6 +103,7 @@ func (o *Options) ProcessConfigFile(path string) (rep *ConfigReport, err error) 
 		rep.Warnings = append(rep.Warnings, fmt.Errorf("%s: config has no values or is empty", path))
 	}
 	p.top(o, m)
+	o.Unsupported = rep.Unsupported
 	return rep, p.result()
 }
 
@@ -267,13 +269,17 @@ func (p *cfgParser) unknown(tk confToken, key string) {
 	p.fail(tk, "unknown field %q", key)
 }
 
-// unsupported notes a key natsd accepts but does not honour yet.
+// unsupported notes a key nats-server accepts that natsd does not implement yet.
 func (p *cfgParser) unsupported(tk confToken, key string) {
 	if tk != nil && tk.IsUsedVariable() {
 		return
 	}
 	e := p.errAt(tk, "")
-	p.rep.Unsupported = append(p.rep.Unsupported, fmt.Sprintf("config key %q (%s:%d:%d)", key, e.File, e.Line, e.Col))
+	u := UnsupportedSetting{Key: key, Where: fmt.Sprintf("%s:%d:%d", e.File, e.Line, e.Col)}
+	if tk != nil {
+		u.value = plainValue(tk)
+	}
+	p.rep.Unsupported = append(p.rep.Unsupported, u)
 }
 
 // unwrap returns a value's token (nil if the value carries none) and the bare value.
@@ -476,8 +482,8 @@ func splitHostPort(s string) (string, string, error) {
 	return h, port, nil
 }
 
-// Top-level keys nats-server v2.15.2 accepts that natsd does not honour yet: reported once at
-// start-up, never silently ignored.
+// Top-level keys nats-server v2.15.2 accepts that natsd does not implement yet: they stop
+// start-up unless the operator opts in (allow_unsupported), never silently ignored.
 var unsupportedTopLevel = map[string]bool{
 	"server_tags": true, "server_metadata": true,
 	"feature_flags": true, "proxy_protocol": true, "proxies": true,
@@ -530,7 +536,8 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 				o.Debug = b
 			}
 		case "trace", "trace_verbose":
-			// Verbose tracing adds the system account's traffic, which natsd does not have.
+			// Verbose tracing adds the system account's internal traffic, which natsd does not
+			// trace: taken as trace (as -VV and -DVV are).
 			if b, ok := p.boolean(e); ok {
 				o.Trace = b
 			}
@@ -583,8 +590,12 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 				o.HTTPHost, o.HTTPPort = h, port
 			}
 		case "https":
+			// HTTPS monitoring is not built: kept for /varz, reported.
 			if h, port, ok := p.hostPort(e); ok {
 				o.HTTPHost, o.HTTPSPort = h, port
+				if port != 0 {
+					p.unsupported(e.tk, e.key)
+				}
 			}
 		case "http_port", "monitor_port":
 			if n, ok := p.intRange(e, -1, 65535); ok {
@@ -593,6 +604,14 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 		case "https_port":
 			if n, ok := p.intRange(e, -1, 65535); ok {
 				o.HTTPSPort = n
+				if n != 0 {
+					p.unsupported(e.tk, e.key)
+				}
+			}
+		case "allow_unsupported":
+			// natsd's own: start (and reload) with the keys above ignored, with a warning.
+			if b, ok := p.boolean(e); ok {
+				o.AllowUnsupported = b
 			}
 		case "http_base_path":
 			if s, ok := p.str(e); ok {

@@ -161,7 +161,7 @@ func TestConfigJetStreamForms(t *testing.T) {
 			}
 			var keys []string
 			for _, u := range rep.Unsupported {
-				keys = append(keys, strings.SplitN(u, `"`, 3)[1])
+				keys = append(keys, u.Key)
 			}
 			if !reflect.DeepEqual(keys, tc.unsupported) {
 				t.Errorf("unsupported = %q, want %q", rep.Unsupported, tc.unsupported)

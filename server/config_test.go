@@ -276,7 +276,7 @@ server_tags: ["a"]
 		t.Fatalf("unsupported = %q", rep.Unsupported)
 	}
 	for i, w := range want {
-		if !strings.Contains(rep.Unsupported[i], `"`+w+`"`) {
+		if rep.Unsupported[i].Key != w || !strings.Contains(rep.Unsupported[i].String(), `config key "`+w+`" (`) {
 			t.Errorf("unsupported[%d] = %q, want %q", i, rep.Unsupported[i], w)
 		}
 	}

@@ -68,7 +68,8 @@ type Options struct {
 	ReusePort bool
 
 	// Monitoring: HTTPPort 0 = off, -1 = random; HTTPHost defaults to Host. HTTPSPort is
-	// accepted but needs TLS (not built yet). ProfPort serves Go's pprof on its own port.
+	// not built yet: a setting in Unsupported (shown in /varz, nothing listens). ProfPort
+	// serves Go's pprof on its own port.
 	HTTPHost     string
 	HTTPPort     int
 	HTTPSPort    int
@@ -104,6 +105,13 @@ type Options struct {
 	// parsed to (/varz config_digest).
 	ConfigFile   string
 	ConfigDigest string
+
+	// Unsupported are the settings nats-server accepts that natsd does not implement yet (the
+	// config file's, from ProcessConfigFile, and flags such as -ms). New, -t and Reload refuse
+	// them unless AllowUnsupported (--allow_unsupported, allow_unsupported: true), which
+	// ignores them with a warning (CheckUnsupported).
+	Unsupported      []UnsupportedSetting
+	AllowUnsupported bool
 
 	// Authentication, with nats-server's field names: a single user (Username/Password), a
 	// token (Authorization), or lists of users and nkey users; NoAuthUser is the identity of

@@ -2,7 +2,8 @@ package server
 
 // Hot reload (SIGHUP, --signal reload, Server.Reload): parse the config file again, re-apply
 // the command-line flags on top, diff old and new options field by field, reject the whole
-// reload if a field that cannot change at run time did, then apply the rest.
+// reload if a field that cannot change at run time did, or if the file holds settings natsd
+// does not implement without the opt-in (unsupported.go), then apply the rest.
 
 import (
 	"errors"
@@ -66,6 +67,9 @@ var reloadable = map[string]bool{
 	"Accounts": true, "Mappings": true, "SystemAccount": true,
 	"TLSConfig": true, "TLSTimeout": true, "TLSVerify": true, "TLSHandshakeFirst": true, "TLSPinnedCerts": true,
 	"TLSHandshakeFirstFallback": true,
+	// Settings natsd does not implement, and the opt-in that ignores them: checked on their
+	// own (checkUnsupportedReload), after the fields natsd implements.
+	"Unsupported": true, "AllowUnsupported": true,
 	// JetStream, with nats-server's rules (reloadRule): it may be switched on and off, the
 	// store only grow; the rest of the jetstream block is fixed (the default refusal), but
 	// fields natsd stores differently from nats-server are compared as nats-server sees them.
@@ -313,8 +317,15 @@ func (s *Server) Reload() error {
 	if err != nil {
 		return err
 	}
+	ignored, err := checkUnsupportedReload(cur, n)
+	if err != nil {
+		return err
+	}
 	for _, w := range rep.Warnings {
 		s.log.Warnf("%v", w)
+	}
+	for _, u := range ignored {
+		s.log.Warnf("%s", unsupportedWarning(u))
 	}
 	// Logging first: the only applier of ours that can fail (a log file that cannot be opened),
 	// and then nothing else has changed yet.

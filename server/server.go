@@ -83,6 +83,9 @@ func New(opts *Options) (*Server, error) {
 	if err := prepareOptions(&o); err != nil {
 		return nil, err
 	}
+	if err := CheckUnsupported(&o); err != nil {
+		return nil, err
+	}
 	kp, err := nkeys.CreateServer()
 	if err != nil {
 		return nil, err
