@@ -22,7 +22,8 @@ COPY --from=builder /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
 # /nats-server, /natsd (a symlink to it), /nats-server.conf, /etc/nats/nats-server.conf.
 COPY --from=builder /rootfs/ /
 
-# 6222 is the official image's cluster port: natsd does not cluster yet, nothing listens there.
+# 6222 is the official image's cluster port: the default config here has no cluster block
+# (docker/nats-server.conf says why), so nothing listens there unless a mounted config adds one.
 EXPOSE 4222 8222 6222
 ENTRYPOINT ["/nats-server"]
 CMD ["--config", "nats-server.conf"]

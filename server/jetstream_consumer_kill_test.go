@@ -20,7 +20,7 @@ import (
 // Crash tests of consumer acks (issue 17): a publisher and two workers fetching from one
 // durable pull consumer and double-acking (AckSync) every message, the server killed (SIGKILL
 // here, a power cut in jetstream_consumer_crash_test.go) at random moments and restarted on
-// what it left. A double ack the server answered is durable (DESIGN.md, invariant 5), so
+// what it left. A double ack the server answered is durable (docs/ARCHITECTURE.md, invariant 5), so
 // after every restart:
 //
 //   - no message whose double ack was confirmed is delivered again;

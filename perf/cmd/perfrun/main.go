@@ -3,7 +3,8 @@
 // in alternating order (A B, B A, …), runs the load generator of perf/bench against each,
 // reads the server's CPU from /proc, and reports the median of each side and the ratio
 // natsd/nats-server. It writes a dated results folder with summary.md, CSV/JSON, a chart of
-// throughput by message size, and natsd's CPU and allocation profiles with flame graphs.
+// every scenario's ratios (bars from zero on a linear axis), and natsd's CPU and allocation
+// profiles with flame graphs (not in --quick), and prints the files it wrote.
 package main
 
 import (
@@ -174,10 +175,10 @@ func main() {
 		stamp += "-tls"
 	}
 	r := &runner{out: filepath.Join(*outDir, stamp), rounds: *rounds, duration: *duration, msgs: *msgs}
-	for _, d := range []string{"logs", "profiles", "flame"} {
-		if err := os.MkdirAll(filepath.Join(r.out, d), 0o755); err != nil {
-			fatal(err)
-		}
+	// profiles/ and flame/ are made by the first profiled round, conf/ by the first cluster:
+	// the folder holds only what the run wrote.
+	if err := os.MkdirAll(filepath.Join(r.out, "logs"), 0o755); err != nil {
+		fatal(err)
 	}
 	if *useTLS {
 		cert, key, err := bench.SelfSignedCert(r.out, "server")
