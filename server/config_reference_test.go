@@ -385,15 +385,10 @@ var natsdSamples = map[string]string{
 // right for "differs"), "not yet", "refused", or "error: ..." (a sample that is wrong).
 func parseVerdict(t *testing.T, body string) string {
 	t.Helper()
-	o, rep, err := loadConf(t, body)
-	var unsupported []string
+	_, rep, err := loadConf(t, body)
+	var unsupported []UnsupportedSetting
 	if rep != nil {
 		unsupported = rep.Unsupported
-	}
-	// HTTPS monitoring is reported as not supported by the command line's start-up
-	// (main.go), from the option the parser set.
-	if o.HTTPSPort != 0 {
-		unsupported = append(unsupported, "HTTPS monitoring")
 	}
 	switch {
 	case len(unsupported) > 0:
