@@ -2,6 +2,7 @@ package js
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -30,6 +31,9 @@ type account struct {
 	lim     AccountLimits // under mu; a copy in limp for readers that may hold mu
 	limp    atomic.Pointer[AccountLimits]
 	streams map[string]*stream
+	// kept are the stream directories recover could not open (stream name -> why): left
+	// as they are, and no stream of that name is created over them while they exist.
+	kept sync.Map
 
 	memUsed, storeUsed         atomic.Int64
 	apiTotal, apiErrors        atomic.Uint64
@@ -85,7 +89,7 @@ func (a *account) recover() error {
 		}
 		cfg, created, err := readMeta(a.js.cfg.FS, filepath.Join(dir, n))
 		if err != nil {
-			a.js.warnf("  Error recovering stream %q in account %q: %v", n, a.name, err)
+			a.keep(n, filepath.Join(dir, n), err)
 			continue
 		}
 		t0 := time.Now()
@@ -94,7 +98,7 @@ func (a *account) recover() error {
 			err = s.start()
 		}
 		if err != nil {
-			a.js.warnf("  Error recovering stream %q in account %q: %v", n, a.name, err)
+			a.keep(n, filepath.Join(dir, n), err)
 			continue
 		}
 		a.mu.Lock()
@@ -111,6 +115,29 @@ func (a *account) recover() error {
 		s.startSourcing()
 	}
 	return nil
+}
+
+// keep records a stream directory recover could not open. nats-server's stores use the same
+// names (meta.inf, meta.sum, msgs/*.blk) in another format, so a store_dir shared with it is
+// the likely cause; either way its files stay as they are for the operator to move.
+func (a *account) keep(name, dir string, err error) {
+	a.kept.Store(name, err)
+	a.js.warnf("  Error recovering stream %q in account %q: %v (its directory %s is kept untouched; natsd "+
+		"reads only stores it wrote, not nats-server's)", name, a.name, err, dir)
+}
+
+// keptDir refuses to make a stream's directory over one recover could not open, while it is
+// there: creating the stream would write over whatever it holds.
+func (a *account) keptDir(name, dir string) error {
+	why, ok := a.kept.Load(name)
+	if !ok {
+		return nil
+	}
+	if _, err := a.js.cfg.FS.ReadDir(dir); err != nil {
+		a.kept.Delete(name) // moved away or removed: the name is free again
+		return nil
+	}
+	return fmt.Errorf("stream directory %s could not be recovered (%v) and is kept untouched: move or remove it to create the stream", dir, why)
 }
 
 func (a *account) stop() {

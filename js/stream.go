@@ -77,6 +77,9 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 	s.settled = sync.NewCond(&s.imu)
 	s.age = &ager{s: s}
 	if create && cfg.Storage == FileStorage {
+		if err := a.keptDir(cfg.Name, s.dir); err != nil {
+			return nil, err
+		}
 		// A memory stream lives as long as the server: nats-server does not bring it back.
 		if err := mkdirDurable(j.cfg.FS, s.dir, filepath.Dir(j.cfg.Dir), &j.durableDirs); err != nil {
 			return nil, err
