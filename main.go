@@ -114,10 +114,10 @@ func run(args []string) int {
 	}
 	switch cmd.action {
 	case "version":
-		// Exactly nats-server's line: client libraries' CI and test launchers read the server
-		// version from it (nats.c's skips its JetStream tests when it does not parse). natsd's
-		// own version is in the start-up log and on the monitoring root page.
-		fmt.Printf("nats-server: v%s\n", server.ServerVersion)
+		// First exactly nats-server's line: client libraries' CI and test launchers read the
+		// server version from it (nats.c's skips its JetStream tests when it does not parse);
+		// natsd's own version follows on a line of its own.
+		fmt.Printf("nats-server: v%s\n%s\n", server.ServerVersion, server.OwnVersion())
 		return 0
 	case "help":
 		printUsage()

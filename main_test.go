@@ -112,9 +112,10 @@ func TestBinaryUnknownFlagAndVersion(t *testing.T) {
 	if !bytes.Contains(out, []byte("flag provided but not defined: -nope")) || !bytes.Contains(out, []byte("Usage: natsd")) {
 		t.Fatalf("output: %s", out)
 	}
-	// nats-server's own line, which launchers parse.
+	// nats-server's own line first, which launchers parse; natsd's own after it.
 	out, err = exec.Command(bin, "-v").CombinedOutput()
-	if err != nil || string(out) != "nats-server: v2.15.2\n" {
+	first, second, _ := strings.Cut(string(out), "\n")
+	if err != nil || first != "nats-server: v2.15.2" || !regexp.MustCompile(`^natsd: v\d+\.\d+\.\d+( \(\w+\))?\n$`).MatchString(second) {
 		t.Fatalf("-v: %v %q", err, out)
 	}
 }

@@ -1193,6 +1193,15 @@ func (c *cpuSampler) sample(now time.Time) (pct float64, rss int64) {
 	return c.last, rss
 }
 
+// OwnVersion is natsd's own version line (`natsd -v` prints it after nats-server's):
+// "natsd: v0.1.0", with the commit when the build was stamped ("natsd: v0.1.0 (1a2b3c4)").
+func OwnVersion() string {
+	if Commit == "" {
+		return "natsd: v" + Version
+	}
+	return "natsd: v" + Version + " (" + Commit + ")"
+}
+
 // buildIdentity is natsd's version and, when stamped, the commit it was built from
 // ("natsd-v0.1.0+1a2b3c4"): /varz's git_commit, where release binaries report their build.
 func buildIdentity() string {
