@@ -95,7 +95,15 @@ Common Options:
         --help_tls                   TLS help
 `
 
-func printUsage() { fmt.Fprint(os.Stderr, usage) }
+// printUsage prints the usage text on stdout, as nats-server does (for -h and a bad flag).
+func printUsage() { fmt.Print(usage + "\n") }
+
+// flagError is a command-line flag that does not parse. nats-server's flag set reports it
+// (on stderr), prints the usage and exits 0; any other error is just "natsd: <error>", exit 1.
+type flagError struct{ err error }
+
+func (e flagError) Error() string { return e.err.Error() }
+func (e flagError) Unwrap() error { return e.err }
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -108,8 +116,12 @@ func run(args []string) int {
 			printUsage()
 			return 0
 		}
+		if fe, ok := err.(flagError); ok {
+			fmt.Fprintln(os.Stderr, fe.err)
+			printUsage()
+			return 0
+		}
 		fmt.Fprintf(os.Stderr, "natsd: %v\n", err)
-		printUsage()
 		return 1
 	}
 	switch cmd.action {
@@ -389,7 +401,10 @@ func parseFlags(args []string) (*server.Options, *command, error) {
 	x := &flagVals{}
 	fs := newFlagSet(o, x)
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, err
+		}
+		return nil, nil, flagError{err}
 	}
 	for _, a := range fs.Args() {
 		switch strings.ToLower(a) {

@@ -105,8 +105,9 @@ func TestParseFlags(t *testing.T) {
 
 func TestBinaryUnknownFlagAndVersion(t *testing.T) {
 	bin := natsdBin(t)
+	// As nats-server: the flag error, the usage, and exit status 0.
 	out, err := exec.Command(bin, "--nope").CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+	if err != nil {
 		t.Fatalf("exit: %v", err)
 	}
 	if !bytes.Contains(out, []byte("flag provided but not defined: -nope")) || !bytes.Contains(out, []byte("Usage: natsd")) {

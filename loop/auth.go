@@ -83,13 +83,19 @@ func (c *client) authFirstByte(b byte) bool {
 		c.authDone(cr, id, true)
 		return true
 	}
-	c.authViolation()
+	c.authViolation(nil)
 	return false
 }
 
-func (c *client) authViolation() {
+// authViolation refuses the client; the log line names the user (nkey, token) cr carries, as
+// nats-server's does: `authentication error - User "bob"`.
+func (c *client) authViolation(cr *auth.Creds) {
 	if c.r.e.cfg.Log != nil {
-		c.r.e.cfg.Log.Errorf("%s:%d - cid:%d - authentication error", c.ip, c.port, c.cid)
+		if u := credsUser(cr); u != "" {
+			c.errorf("authentication error - %s", u)
+		} else {
+			c.errorf("authentication error")
+		}
 	}
 	c.closeWithErr(errTextAuthViolation, closeAuthFailure)
 	if ev := c.r.e.cfg.Events; ev != nil && c.kind == kindClient {
@@ -164,13 +170,13 @@ func (c *client) authConnect(o *connectOpts) bool {
 // authDone records the verdict: the identity and its permissions, or the violation.
 func (c *client) authDone(cr *auth.Creds, id *auth.Identity, ok bool) bool {
 	if !ok || id == nil {
-		c.authViolation()
+		c.authViolation(cr)
 		return false
 	}
 	if cr.User != "" && c.r.e.cfg.Log != nil && c.r.e.authConfig().MapsCerts() {
 		c.r.e.cfg.Log.Warnf("User %q found in connect proto, but user required from cert", cr.User)
 	}
-	if !c.bindIdentity(id) {
+	if !c.bindIdentity(cr, id) {
 		return false
 	}
 	c.au.awaiting = false
@@ -183,14 +189,14 @@ func (c *client) authDone(cr *auth.Creds, id *auth.Identity, ok bool) bool {
 
 // bindIdentity binds the client to its user's account ($G for none); a missing account is
 // an authorization violation, a full one closes with nats-server's error.
-func (c *client) bindIdentity(id *auth.Identity) bool {
+func (c *client) bindIdentity(cr *auth.Creds, id *auth.Identity) bool {
 	name := id.Account
 	if name == "" {
 		name = GlobalAccount
 	}
 	acc := c.r.e.LookupAccount(name)
 	if acc == nil {
-		c.authViolation()
+		c.authViolation(cr)
 		return false
 	}
 	if err := c.bind(acc); err != nil {
@@ -271,7 +277,7 @@ func (e *Engine) SetAuth(cfg *auth.Config) {
 					continue
 				}
 				if !v.ok || v.id == nil {
-					c.authViolation()
+					c.authViolation(v.cr)
 					continue
 				}
 				if c.au == nil {

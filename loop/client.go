@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"bytes"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -148,6 +147,7 @@ type client struct {
 	cache  *sublist.Cache[*sub]
 	counts *acctCounts // the reactor's message counters for acc
 	ip     string
+	ncs    atomic.Pointer[string] // the log label (logs.go)
 	out    outbound.Queue
 	iov    [][]byte
 
@@ -162,6 +162,8 @@ type client struct {
 	connected           bool
 	announced           bool // Events.ClientConnected was told // a CONNECT was received (or no_auth_user stood in for it)
 	firstPong           bool // the PONG to the first PING after CONNECT has been sent
+	labelDue            bool // the first CONNECT is being applied: it completes the log label
+	closeLogLate        bool // the TLS layer logs the close after the handshake's late verdict
 	protocol            int
 	name, lang, version string
 
@@ -259,7 +261,7 @@ func (e *Engine) open(conn Conn, r *reactor) (c *client, greeting []byte, ok boo
 	}
 	e.total.Add(1)
 	if e.cfg.Log != nil {
-		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection created", c.ip, c.port, c.cid)
+		c.debugf("Client connection created")
 	}
 	if err := c.bind(e.global); err != nil {
 		e.conns.Add(-1)
@@ -281,7 +283,7 @@ func (e *Engine) refuseByConfig(c *client, info []byte) (bool, []byte) {
 	if m := e.cfg.MaxSubs; m < -1 {
 		if e.cfg.Log != nil {
 			if now, last := time.Now().UnixNano(), e.maxSubsLogged.Load(); now-last >= int64(maxSubsLogEvery) && e.maxSubsLogged.CompareAndSwap(last, now) {
-				e.cfg.Log.Errorf("%s:%d - cid:%d - %s", c.ip, c.port, c.cid, errTextMaxSubs)
+				c.errorf("%s", errTextMaxSubs)
 			}
 		}
 		return true, append(info, "-ERR '"+errTextMaxSubs+"'\r\n"...)
@@ -305,25 +307,6 @@ func (c *client) infoLine() []byte {
 		nonce = c.au.nonce
 	}
 	return c.buildInfo(nonce, "")
-}
-
-// traceIn logs an inbound op the way nats-server's -V does: the control line, then the payload.
-func (c *client) traceIn(frame []byte) {
-	line, rest, _ := bytes.Cut(frame, []byte("\n"))
-	line = bytes.TrimRight(line, "\r")
-	if len(line) >= 7 && bytes.EqualFold(line[:7], []byte("CONNECT")) {
-		line = redactConnect(line)
-	}
-	c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- [%s]\"", c.ip, c.port, c.cid, line)
-	if len(rest) > 0 {
-		payload := bytes.TrimSuffix(rest, []byte("\r\n"))
-		if limit := c.r.e.cfg.MaxTracedMsgLen; limit > 0 && len(payload) > limit {
-			q := strconv.Quote(string(payload[:limit]))
-			c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [\"%s...\"]\"", c.ip, c.port, c.cid, q[1:len(q)-1])
-			return
-		}
-		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"<<- MSG_PAYLOAD: [%q]\"", c.ip, c.port, c.cid, payload)
-	}
 }
 
 // buildInfo is an INFO line in nats-server's field order: the server's fields, the client's
@@ -390,10 +373,14 @@ func (e *Engine) connClosed(c *client) {
 	delete(r.backlog, c)
 	r.wheel.remove(c)
 	cc := e.closedSnapshot(c) // before the subscriptions go
+	var dels [][]byte         // traced after the close, as nats-server does
 	for _, s := range c.subs {
 		if s.gone.CompareAndSwap(false, true) {
 			_ = s.acc.subs.Remove(s.subject, s.queue, s)
 			e.subRemoved(s, nil)
+			if e.cfg.Trace {
+				dels = append(dels, s.sid)
+			}
 		}
 	}
 	c.unbind()
@@ -414,8 +401,11 @@ func (e *Engine) connClosed(c *client) {
 	}
 	// Only now: whoever sees the count drop finds the connection among the closed ones.
 	e.conns.Add(-1)
-	if e.cfg.Log != nil {
-		e.cfg.Log.Debugf("%s:%d - cid:%d - Client connection closed: %s", c.ip, c.port, c.cid, c.reason)
+	if !c.closeLogLate {
+		c.debugf("Client connection closed: %s", c.reason)
+	}
+	for _, sid := range dels {
+		c.traceDelsub(sid)
 	}
 }
 
@@ -488,7 +478,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 		}
 		c.need = 0
 		if r.e.cfg.Trace {
-			c.traceIn(buf[off : off+n])
+			c.traceIn(buf[off:off+n], c.op.Kind)
 		}
 		off += n
 		c.process(&c.op)

@@ -296,6 +296,9 @@ func (d *gnetDriver) OnTraffic(gc gnet.Conn) gnet.Action {
 
 func (d *gnetDriver) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	if g, ok := gc.Context().(*gnetConn); ok {
+		if g.tls != nil {
+			g.tls.closing()
+		}
 		d.e.connClosed(g.c)
 		if g.tls != nil {
 			g.tls.closed()

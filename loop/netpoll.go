@@ -412,6 +412,9 @@ func (n *npConn) onClosed(netpoll.Connection) error {
 
 func (n *npConn) runClosed() {
 	n.dead = true
+	if n.tls != nil {
+		n.tls.closing()
+	}
 	if n.c != nil {
 		n.d.e.connClosed(n.c)
 	}

@@ -78,7 +78,9 @@ func (c *client) revokeSubs() {
 		if s.gone.Load() || cp.p.SubAllowed(s.subject, s.queue) {
 			continue
 		}
-		c.removeSub(s)
+		if c.removeSub(s) && c.r.e.cfg.Trace {
+			c.traceDelsub(s.sid)
+		}
 		var text, line string
 		if s.queue != "" {
 			text = fmt.Sprintf("Permissions Violation for Subscription to %q using queue %q (sid %q)", s.subject, s.queue, s.sid)
@@ -123,7 +125,10 @@ func (c *client) pubDenied(op *parser.Op) bool {
 	}
 	if r := op.Reply; len(r) > 0 && (bytes.HasPrefix(r, serviceReplyPre) || bytes.HasPrefix(r, jsAckPrefix) ||
 		bytes.HasPrefix(r, gwReplyPrefix) || bytes.HasPrefix(r, oldGWReplyPrefix)) {
-		c.violation("Permissions Violation for Publish with Reply of ", r, "", "Publish Violation - Reply ")
+		c.violation("Permissions Violation for Publish with Reply of ", r, "")
+		if c.r.e.cfg.Log != nil {
+			c.errorf("Publish Violation - Reply %q", r)
+		}
 		return true
 	}
 	return false
@@ -188,18 +193,29 @@ func (c *client) subDenied(op *parser.Op) bool {
 	q := string(op.Queue)
 	cp := c.perms.Load()
 	if q == "_sys_" || (cp != nil && !cp.p.SubAllowed(string(op.Subject), q)) {
-		c.violation("Permissions Violation for Subscription to ", op.Subject, q, "Subscription Violation - Subject ")
+		c.violation("Permissions Violation for Subscription to ", op.Subject, q)
+		if c.r.e.cfg.Log != nil {
+			if q != "" {
+				c.errorf("Subscription Violation - Subject %q, Queue: %q, SID %s", op.Subject, q, op.Sid)
+			} else {
+				c.errorf("Subscription Violation - Subject %q, SID %s", op.Subject, op.Sid)
+			}
+		}
 		return true
 	}
 	return false
 }
 
+// pubViolation refuses a PUB and logs it as nats-server does, under the client's label.
 func (c *client) pubViolation(subj []byte) {
-	c.violation("Permissions Violation for Publish to ", subj, "", "Publish Violation - Subject ")
+	c.violation("Permissions Violation for Publish to ", subj, "")
+	if c.r.e.cfg.Log != nil {
+		c.errorf("Publish Violation - Subject %q", subj)
+	}
 }
 
-// violation sends `-ERR '<text>"<subj>"[ using queue "<q>"]'` and logs it; the connection stays.
-func (c *client) violation(text string, subj []byte, queue string, logText string) {
+// violation sends `-ERR '<text>"<subj>"[ using queue "<q>"]'`; the connection stays.
+func (c *client) violation(text string, subj []byte, queue string) {
 	b := make([]byte, 0, len(text)+len(subj)+len(queue)+32)
 	b = append(b, text...)
 	b = strconv.AppendQuote(b, string(subj))
@@ -208,7 +224,4 @@ func (c *client) violation(text string, subj []byte, queue string, logText strin
 		b = strconv.AppendQuote(b, queue)
 	}
 	c.sendErr(string(b))
-	if c.r.e.cfg.Log != nil {
-		c.r.e.cfg.Log.Errorf("%s:%d - cid:%d - %s%q", c.ip, c.port, c.cid, logText, subj)
-	}
 }

@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -76,7 +75,7 @@ func (c *client) sendFrame(a, b, d []byte) {
 		return
 	}
 	if c.r.e.cfg.Trace {
-		c.r.e.cfg.Log.Tracef("%s:%d - cid:%d - \"->> [%s]\"", c.ip, c.port, c.cid, bytes.TrimRight(a, "\r\n"))
+		c.traceOut(a)
 	}
 	// The connection's own replies (PONG, +OK, -ERR, INFO) count toward max_pending like
 	// deliveries: a client that never reads is cut off as a slow consumer either way.
@@ -152,6 +151,8 @@ func (c *client) processConnect(arg []byte) {
 	o := j.connectOpts
 	if c.connected {
 		c.dropSubs()
+	} else {
+		c.labelDue = true
 	}
 	c.connected = true
 	if c.r.e.authConfig().Required() {
@@ -272,8 +273,12 @@ func (c *client) dropSubs() {
 // headers.
 func (c *client) applyConnect(o *connectOpts) {
 	if o.Account != "" || o.NewAccount {
-		c.authViolation()
+		c.authViolation(&auth.Creds{User: o.User, Token: o.Token, Nkey: o.Nkey})
 		return
+	}
+	if c.labelDue {
+		c.labelDue = false
+		c.setLabel(o)
 	}
 	c.verbose, c.pedantic, c.echo = o.Verbose, o.Pedantic, o.Echo
 	c.headers.Store(o.Headers)
@@ -358,7 +363,7 @@ func (c *client) maxSubsExceeded() {
 	e := c.r.e
 	if now := time.Now().UnixNano(); e.cfg.Log != nil {
 		if last := e.maxSubsLogged.Load(); now-last >= int64(maxSubsLogEvery) && e.maxSubsLogged.CompareAndSwap(last, now) {
-			e.cfg.Log.Errorf("%s:%d - cid:%d - %s", c.ip, c.port, c.cid, errTextMaxSubs)
+			c.errorf("%s", errTextMaxSubs)
 		}
 	}
 	c.sendErr(errTextMaxSubs)
@@ -369,18 +374,21 @@ const maxSubsLogEvery = 2 * time.Second
 
 func (c *client) processUnsub(op *parser.Op) {
 	s := c.subs[string(op.Sid)]
+	remove := false
 	if s != nil {
 		if op.Max > 0 && s.delivered.Load() < int64(op.Max) {
 			s.max.Store(int64(op.Max))
 			// A delivery racing with us may have passed max already.
-			if s.delivered.Load() >= int64(op.Max) {
-				c.removeSub(s)
-			}
+			remove = s.delivered.Load() >= int64(op.Max)
 		} else {
-			c.removeSub(s)
+			remove = true
 		}
 	}
+	// nats-server answers before it removes the subscription (the trace shows that order).
 	c.ok()
+	if remove && c.removeSub(s) && c.r.e.cfg.Trace {
+		c.traceDelsub(s.sid)
+	}
 }
 
 func (c *client) sweepSubs() {
@@ -392,14 +400,17 @@ func (c *client) sweepSubs() {
 	}
 }
 
-func (c *client) removeSub(s *sub) {
+// removeSub drops s from the client's subscriptions; it reports whether s was still live (not
+// already ended by an auto-unsubscribe).
+func (c *client) removeSub(s *sub) bool {
 	delete(c.subs, string(s.sid))
 	if s.gone.CompareAndSwap(false, true) {
 		_ = s.acc.subs.Remove(s.subject, s.queue, s)
 		c.r.e.subRemoved(s, c.r)
-	} else {
-		c.goneSubs.Add(-1)
+		return true
 	}
+	c.goneSubs.Add(-1)
+	return false
 }
 
 // processPub runs the client-only checks (stats, pedantic subject, publish permissions, +OK)
@@ -538,9 +549,9 @@ func (c *client) slowConsumer(reason string) {
 	}
 	if r.e.cfg.Log != nil {
 		if reason == closeSlowPending {
-			r.e.cfg.Log.Noticef("%s:%d - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded", c.ip, c.port, c.cid, r.e.cfg.MaxPending)
+			c.noticef("Slow Consumer Detected: MaxPending of %d Exceeded", r.e.cfg.MaxPending)
 		} else {
-			r.e.cfg.Log.Noticef("%s:%d - cid:%d - Slow Consumer Detected: WriteDeadline of %v exceeded", c.ip, c.port, c.cid, r.e.cfg.WriteDeadline)
+			c.noticef("Slow Consumer Detected: WriteDeadline of %v exceeded", r.e.cfg.WriteDeadline)
 		}
 	}
 	c.closing = true

@@ -159,6 +159,7 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 			return false
 		}
 	}
+	ended := false // this delivery reached the auto-unsubscribe limit
 	if mx := s.max.Load(); mx > 0 {
 		n := s.delivered.Add(1)
 		if n > mx {
@@ -169,6 +170,10 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 			_ = s.acc.subs.Remove(s.subject, s.queue, s)
 			r.e.subRemoved(s, r)
 			t.goneSubs.Add(1)
+			ended = true
+			if s.fn == nil && t.debugOn() {
+				t.debugf("Auto-unsubscribe limit of %d reached for sid '%s'", mx, s.sid)
+			}
 		}
 	} else {
 		s.delivered.Add(1)
@@ -224,6 +229,12 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 	}
 	if err == outbound.ErrSlowConsumer {
 		return false
+	}
+	if r.e.cfg.Trace {
+		t.traceDelivery(b[:len(b)-2], body)
+		if ended {
+			t.traceDelsub(s.sid)
+		}
 	}
 	if len(m.Reply) > 0 {
 		if tp := t.perms.Load(); tp != nil && tp.p.Resp != nil {

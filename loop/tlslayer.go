@@ -64,8 +64,11 @@ type tlsLayer struct {
 	// so it is the session's client, verifying the peer as serverName (unless the config
 	// names one). failed hears why a handshake failed (route_tls.go: the saved TLS name).
 	route, client bool
-	serverName    string
-	failed        func(error)
+	// started: "Starting TLS client connection handshake" is logged (a client's, once);
+	// noted: closing has handled the peer leaving.
+	started, noted bool
+	serverName     string
+	failed         func(error)
 	// lateLog: the connection closed while crypto/tls was running this handshake; its
 	// outcome, when it comes, is what is logged (it says why better than an EOF).
 	lateLog *hsConn
@@ -133,6 +136,10 @@ func (l *tlsLayer) start(c *client, greeting []byte) []byte {
 	}
 	if !l.tc.HandshakeFirst {
 		l.state = tlsHello
+		if !l.tc.AllowNonTLS {
+			// nats-server starts the handshake as soon as it has sent INFO.
+			l.logStart()
+		}
 		return greeting
 	}
 	l.greeting, l.first = greeting, true
@@ -355,26 +362,46 @@ func (l *tlsLayer) Close() error {
 	return l.Conn.Close()
 }
 
+// closing runs on the reactor when the engine connection is gone, before the connection's
+// close is handled: a peer that left before its session was up failed the handshake, which
+// nats-server logs before the close, as "TLS Handshake Failure".
+func (l *tlsLayer) closing() {
+	if l.noted || l.state > tlsShaking || (l.c != nil && l.c.closing) || l.e.stopping.Load() {
+		return
+	}
+	l.noted = true
+	if h := l.hs.Load(); l.state == tlsShaking && h != nil {
+		// crypto/tls may have failed already (its alert made the peer hang up before
+		// its verdict reached the reactor): established logs what it returns, and then
+		// the close.
+		l.lateLog = h
+		if c := l.c; c != nil && !l.route {
+			c.closeLogLate = true
+		}
+	} else {
+		// The client left before its session was up: nats-server's handshake read
+		// ends in EOF.
+		l.logHandshakeError(io.EOF)
+	}
+	if c := l.c; c != nil && !l.route && c.reason == "" {
+		c.reason = closeTLSHandshake
+	}
+}
+
 // closed releases the layer once the engine connection is gone (on the reactor).
 func (l *tlsLayer) closed() {
-	if l.state <= tlsShaking && (l.c == nil || !l.c.closing) && !l.e.stopping.Load() {
-		if h := l.hs.Load(); l.state == tlsShaking && h != nil {
-			// crypto/tls may have failed already (its alert made the peer hang up before
-			// its verdict reached the reactor): established logs what it returns.
-			l.lateLog = h
-		} else {
-			// The client left before its session was up: nats-server's handshake read
-			// ends in EOF.
-			l.logHandshakeError(io.EOF)
-		}
-	}
+	l.closing()
 	l.state = tlsDead
 	if l.timer != nil {
 		l.timer.Stop()
 		l.timer = nil
 	}
 	if h := l.hs.Swap(nil); h != nil {
-		h.kill(net.ErrClosed)
+		if h == l.lateLog {
+			h.kill(io.EOF) // what the peer sent before it left is still read
+		} else {
+			h.kill(net.ErrClosed)
+		}
 	}
 	for _, b := range l.held {
 		outbound.PutChunk(b)
@@ -478,6 +505,14 @@ func (l *tlsLayer) stopTimer() {
 // of TLS clients cannot take the reactors' CPU from established connections.
 var hsGate = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
 
+// logStart logs a client's handshake starting, once, as nats-server does.
+func (l *tlsLayer) logStart() {
+	if !l.route && !l.started && l.c != nil {
+		l.started = true
+		l.c.debugf("Starting TLS client connection handshake")
+	}
+}
+
 func (l *tlsLayer) startHandshake() {
 	l.state = tlsShaking
 	h := &hsConn{l: l, remote: l.Conn.RemoteAddr()}
@@ -493,6 +528,7 @@ func (l *tlsLayer) startHandshake() {
 		}
 		l.e.cfg.Log.Debugf("%s:%d - rid:%d - Starting TLS route %s handshake", l.c.ip, l.c.port, l.c.cid, side)
 	}
+	l.logStart()
 	if l.client {
 		// The server's certificate must name the host dialled (or the saved TLS name), as
 		// nats-server's doTLSHandshake sets it; a configured server_name wins.
@@ -565,6 +601,9 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 			err = io.EOF // the peer left: the handshake read nothing more
 		}
 		l.logHandshakeError(err)
+		if c := l.c; c != nil && c.closeLogLate {
+			c.debugf("Client connection closed: %s", c.reason)
+		}
 		if l.failed != nil {
 			l.failed(err)
 		}
@@ -616,6 +655,9 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 		lg.Debugf("%s:%d - rid:%d - TLS version %s, cipher suite %s", c.ip, c.port, c.cid, tlsVersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
 		// nats-server says a route is created once its session is up (openRoute did not).
 		lg.Noticef("%s:%d - rid:%d - Route connection created", c.ip, c.port, c.cid)
+	} else if c := l.c; c != nil && c.debugOn() {
+		c.debugf("TLS handshake complete")
+		c.debugf("TLS version %s, cipher suite %s", tlsVersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
 	}
 	if g := l.greeting; g != nil {
 		l.greeting = nil
@@ -710,7 +752,7 @@ func (l *tlsLayer) logHandshakeError(err error) {
 		logf = lg.Debugf
 	}
 	if c := l.c; c != nil {
-		logf("%s:%d - cid:%d - TLS handshake error: %v%s", c.ip, c.port, c.cid, err, detail)
+		logf("%s - TLS handshake error: %v%s", c.label(), err, detail)
 	} else {
 		logf("%s - TLS handshake error: %v%s", l.Conn.RemoteAddr(), err, detail)
 	}
@@ -965,10 +1007,15 @@ func (h *hsConn) Read(b []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for {
-		if h.err != nil {
-			return 0, h.err
-		}
 		avail := len(h.in) - h.rd
+		if h.err != nil {
+			// A peer that left (io.EOF) may have sent its last records first (an alert):
+			// crypto/tls reads them, as it would from a socket, before the end.
+			whole := h.cur > 0 && avail > 0 || h.cur == 0 && avail >= recordHeaderLen
+			if h.err != io.EOF || !whole {
+				return 0, h.err
+			}
+		}
 		if h.cur == 0 && avail >= recordHeaderLen {
 			hdr := h.in[h.rd:]
 			h.cur = recordHeaderLen + (int(hdr[3])<<8 | int(hdr[4]))

@@ -46,3 +46,35 @@ func (s *Server) authConfig(o *Options) *auth.Config {
 	}
 	return cfg
 }
+
+// plaintextPasswords reports what nats-server warns of at start-up: a password (of the single
+// user or of any user) that is not a bcrypt hash. A user without one that a client certificate
+// can name (verify_and_map on the client listener) does not count.
+func plaintextPasswords(o *Options) bool {
+	if o.Password != "" && !auth.IsBcrypt(o.Password) {
+		return true
+	}
+	for _, u := range o.Users {
+		if u.Password == "" && o.TLSMap && standardAllowed(u) {
+			continue
+		}
+		if !auth.IsBcrypt(u.Password) {
+			return true
+		}
+	}
+	return false
+}
+
+// standardAllowed: the user may make plain client connections (no allowed_connection_types,
+// or STANDARD among them).
+func standardAllowed(u *auth.User) bool {
+	if len(u.AllowedConnectionTypes) == 0 {
+		return true
+	}
+	for _, t := range u.AllowedConnectionTypes {
+		if strings.EqualFold(t, "STANDARD") {
+			return true
+		}
+	}
+	return false
+}

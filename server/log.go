@@ -217,6 +217,10 @@ func (l *Logger) Debugf(format string, v ...any) {
 	}
 }
 
+// DebugEnabled reports whether debug lines are written (-D), for callers that would rather
+// not build a line that is dropped.
+func (l *Logger) DebugEnabled() bool { return l.debug.Load() }
+
 func (l *Logger) Tracef(format string, v ...any) {
 	if l.trace.Load() {
 		l.logf("[TRC] ", format, v...)

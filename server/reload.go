@@ -327,11 +327,16 @@ func (s *Server) Reload() error {
 	for _, u := range ignored {
 		s.log.Warnf("%s", unsupportedWarning(u))
 	}
-	// Logging first: the only applier of ours that can fail (a log file that cannot be opened),
-	// and then nothing else has changed yet.
-	if err := s.log.reconfigure(n); err != nil {
-		return err
+	// The one step of ours that can fail (a log file that cannot be opened) is tried before
+	// anything has changed or been logged.
+	if n.LogFile != cur.LogFile && n.LogFile != "" && !cur.NoLog {
+		f, err := os.OpenFile(n.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return fmt.Errorf("error opening file: %v", err)
+		}
+		f.Close()
 	}
+	notes := s.reloadNotes(cur, n, changed)
 	s.mu.Lock()
 	dst := reflect.ValueOf(&s.opts).Elem()
 	src := reflect.ValueOf(n).Elem()
@@ -341,9 +346,10 @@ func (s *Server) Reload() error {
 	s.mu.Unlock()
 	if n.PidFile != cur.PidFile && n.PidFile != "" {
 		if err := writePidFile(n.PidFile); err != nil {
-			s.log.Errorf("could not write pidfile: %v", err)
+			s.log.Errorf("Failed to write pidfile: %v", err)
 		}
 	}
+	closed := 0
 	if s.eng != nil {
 		if err := s.eng.UpdateLimits(limitsOf(n)); err != nil {
 			return fmt.Errorf("applying limits: %v", err)
@@ -351,11 +357,19 @@ func (s *Server) Reload() error {
 		if n.MaxConn != cur.MaxConn {
 			// New connections over the limit are refused from now on; existing ones over
 			// it are closed, as nats-server does.
-			if closed := s.eng.TrimConns(n.MaxConn); closed > 0 {
-				s.log.Noticef("Closed %d connections to fall within max_connections", closed)
-			}
-			s.log.Noticef("Reloaded: max_connections = %v", n.MaxConn)
+			closed = s.eng.TrimConns(n.MaxConn)
 		}
+	}
+	// As nats-server: a line per option, through the logger in force before the reload
+	// (the new log file, debug or trace settings take over after them).
+	for _, nt := range notes {
+		if nt.field == "MaxConn" && closed > 0 {
+			s.log.Noticef("Closed %d connections to fall within max_connections", closed)
+		}
+		s.log.Noticef("%s", nt.text)
+	}
+	if err := s.log.reconfigure(n); err != nil {
+		return err
 	}
 	for _, apply := range reloadAppliers {
 		if err := apply(s, cur, n); err != nil {
@@ -366,9 +380,6 @@ func (s *Server) Reload() error {
 		s.reloadCluster(&cur.Cluster, &n.Cluster)
 	}
 	s.loaded.Store(time.Now().UnixNano())
-	for _, name := range changed {
-		s.log.Debugf("Reloaded: %s", name)
-	}
 	if rep.Digest != "" {
 		s.log.Noticef("Reloaded server configuration (%s)", rep.Digest)
 	} else {

@@ -177,9 +177,19 @@ func (s *Server) Start() error {
 	if Commit != "" {
 		s.log.Noticef("  Git:      [%s]", Commit)
 	}
-	s.log.Noticef("  Go build: %s", runtime.Version())
+	s.log.Debugf("  Go build: %s", runtime.Version()) // at debug level, as nats-server
 	s.log.Noticef("  Name:     %s", o.ServerName)
 	s.log.Noticef("  ID:       %s", s.id)
+	if plaintextPasswords(o) {
+		s.log.Warnf("Plaintext passwords detected, use nkeys or bcrypt")
+	}
+	if o.ConfigFile != "" {
+		var digest string
+		if o.ConfigDigest != "" {
+			digest = "(" + o.ConfigDigest + ")"
+		}
+		s.log.Noticef("Using configuration file: %s %s", o.ConfigFile, digest)
+	}
 
 	cfg := loop.Config{
 		Host:                o.Host,
@@ -270,6 +280,18 @@ func (s *Server) Start() error {
 	}
 	s.writePortsFile()
 	s.log.Noticef("Listening for client connections on %s", net.JoinHostPort(o.Host, strconv.Itoa(eng.Addr().Port)))
+	if o.TLSConfig != nil {
+		// "TLS Handshake First" without a fallback delay always requires the handshake.
+		firstOnly := o.TLSHandshakeFirst && o.TLSHandshakeFirstFallback == 0
+		if o.AllowNonTLS && !firstOnly {
+			s.log.Noticef("TLS available for client connections")
+		} else {
+			s.log.Noticef("TLS required for client connections")
+		}
+		if firstOnly {
+			s.log.Warnf("Clients that are not using \"TLS Handshake First\" option will fail to connect")
+		}
+	}
 	s.startRouting()
 	s.log.Noticef("Server is ready")
 	return nil
@@ -331,6 +353,7 @@ func (s *Server) Shutdown() {
 	}
 	s.running = false
 	s.mu.Unlock()
+	s.log.Noticef("Initiating Shutdown...")
 	// $SYS first, as nats-server: its SHUTDOWN event leaves while the transport is up.
 	s.stopSys()
 	s.stopCluster()

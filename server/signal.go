@@ -18,10 +18,10 @@ func (s *Server) handleSignals() {
 			case <-s.shutdown:
 				return
 			case sig := <-c:
-				s.log.Debugf("Trapped %q signal", sig)
+				// Once, at INFO, for every signal, as nats-server logs it.
+				s.log.Noticef("Trapped %q signal", sig)
 				switch sig {
 				case syscall.SIGINT, syscall.SIGTERM:
-					s.log.Noticef("Trapped %q signal", sig)
 					go s.Shutdown()
 					return
 				case syscall.SIGUSR1:
