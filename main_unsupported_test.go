@@ -237,8 +237,8 @@ func TestBinaryUnsupportedReload(t *testing.T) {
 	}
 	write(changed + "allow_unsupported: true\n\n" + gateway) // moved, not changed
 	p.reload(t)
-	m, _ = p.waitLog(t, off, `\[(WRN|ERR|INF)\] (.*)`)
-	if m[1] != "INF" || !strings.HasPrefix(m[2], "Reloaded server configuration") {
+	m, _ = p.waitLog(t, off, `\[(WRN|ERR)\] .*|\[INF\] Reloaded server configuration`)
+	if m[1] != "" {
 		t.Fatalf("an unchanged gateway block warned again: %q", m[0])
 	}
 	roundTrip()
