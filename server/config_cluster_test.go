@@ -173,6 +173,9 @@ type clusterCase struct {
 	ns        []string
 	deviation string
 	warn      string
+	// unordered: nats-server applies the block's keys in Go map order, so its result for
+	// this file varies from run to run; natsd's (file order) is checked by check alone.
+	unordered bool
 	check     func(t *testing.T, c *cluster.Options)
 }
 
@@ -233,7 +236,7 @@ func runClusterCases(t *testing.T, cases []clusterCase) {
 				return
 			}
 			got, want := natsdClusterView(o), nsClusterView(no)
-			if !reflect.DeepEqual(got, want) {
+			if !tc.unordered && !reflect.DeepEqual(got, want) {
 				t.Fatalf("cluster options differ\nnatsd:       %+v\nnats-server: %+v", got, want)
 			}
 			if tc.check != nil {
@@ -282,8 +285,9 @@ cluster {
 				t.Fatalf("%+v", c)
 			}
 		}},
-		// A listen without a host clears the host (then defaulted), as in nats-server.
-		{name: "host then listen", body: "cluster { host: a, listen: 6222 }\n", check: func(t *testing.T, c *cluster.Options) {
+		// A listen without a host clears the host (then defaulted), as in nats-server when it
+		// happens to apply listen after host.
+		{name: "host then listen", body: "cluster { host: a, listen: 6222 }\n", unordered: true, check: func(t *testing.T, c *cluster.Options) {
 			if c.Host != "0.0.0.0" || c.Port != 6222 {
 				t.Fatalf("%+v", c)
 			}
