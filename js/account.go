@@ -110,11 +110,16 @@ func (a *account) recover() error {
 		a.js.noticef("  Restored %s messages for stream '%s > %s' in %v", comma(st.Msgs), a.name, cfg.Name,
 			time.Since(t0).Round(time.Millisecond))
 	}
-	// Mirrors and sources start once every stream is back, so that their origins are.
+	return nil
+}
+
+// startSourcing starts the recovered streams' mirrors and sources, once every stream is back
+// (so that their origins are) and the API is served (which an origin in another domain of
+// the same account is reached through).
+func (a *account) startSourcing() {
 	for _, s := range a.streamList() {
 		s.startSourcing()
 	}
-	return nil
 }
 
 // keep records a stream directory recover could not open. nats-server's stores use the same
@@ -253,6 +258,20 @@ func (a *account) info() AccountStats {
 func (a *account) respond(reply string, v any) {
 	a.countAPI(false)
 	a.send(reply, v)
+}
+
+// respondHdr is respond with a header block.
+func (a *account) respondHdr(reply, hdr string, v any) {
+	a.countAPI(false)
+	if reply == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	a.lastResp = b
+	_ = a.api.Publish(reply, "", []byte(hdr), b)
 }
 
 // send publishes an API reply without counting it (a successful MSG.GET, as nats-server).

@@ -54,9 +54,17 @@ func TestCheckConfig(t *testing.T) {
 			lim: Unlimited, err: "async persist mode is only supported on file storage"},
 		{name: "mirror with subjects", in: StreamConfig{Name: "S", Subjects: []string{"s"}, Mirror: &StreamSource{Name: "O"}},
 			lim: Unlimited, err: "stream mirrors can not contain subjects"},
-		{name: "external source not built", in: StreamConfig{Name: "S", Sources: []*StreamSource{{Name: "O",
-			External: &ExternalStream{APIPrefix: "$JS.hub.API"}}}}, lim: Unlimited,
-			err: "stream sources from other accounts or domains (external) are not supported by this server yet"},
+		{name: "external source", in: StreamConfig{Name: "S", Sources: []*StreamSource{{Name: "O",
+			External: &ExternalStream{APIPrefix: "$JS.hub.API"}}}}, lim: Unlimited},
+		{name: "external api prefix overlaps", in: StreamConfig{Name: "S", Sources: []*StreamSource{{Name: "O",
+			External: &ExternalStream{APIPrefix: "$JS.API"}}}}, lim: Unlimited,
+			err: "stream external api prefix $JS.API must not overlap with $JS.API"},
+		{name: "external deliver prefix wildcard", in: StreamConfig{Name: "S", Mirror: &StreamSource{Name: "O",
+			External: &ExternalStream{APIPrefix: "JS.A.API", DeliverPrefix: "d.>"}}}, lim: Unlimited,
+			err: "stream external delivery prefix d.> must not contain wildcards"},
+		{name: "durable source with a filter", in: StreamConfig{Name: "S", Sources: []*StreamSource{{Name: "O",
+			FilterSubject: "o.a", Consumer: &StreamConsumerSource{Name: "C", DeliverSubject: "d"}}}}, lim: Unlimited,
+			err: "stream source consumer config is invalid"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -198,9 +198,9 @@ type pullRequest struct {
 
 func ackPolicyOf(p AckPolicy) filestore.ConsumerAckPolicy {
 	switch p {
-	case AckAll:
+	case AckAll, AckFlowControl: // flow_control acks as ack all does (nats-server's stores)
 		return filestore.ConsumerAckAll
-	case AckExplicit, AckFlowControl:
+	case AckExplicit:
 		return filestore.ConsumerAckExplicit
 	}
 	return filestore.ConsumerAckNone
@@ -644,7 +644,8 @@ func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc 
 	_ = c.ic.PublishAs(subject, sm.Subject, reply, hdr, data)
 	c.last, c.lastDlv = now, now
 	c.lastDS, c.lastDC = sm.Seq, dseq
-	if c.isPush() && c.cfg.FlowControl {
+	fc := c.isPush() && c.cfg.FlowControl
+	if fc {
 		c.pbytes += len(sm.Subject) + len(hdr) + len(data) + len(reply)
 		if c.fcOut == "" && c.pbytes >= fcWindow/2 {
 			c.sendFlowControlLocked()
@@ -659,6 +660,17 @@ func (c *consumer) deliverMsgLocked(subject string, sm *filestore.StoredMsg, dc 
 	if p == nil {
 		p = &pendingMsg{sseq: sm.Seq}
 		c.pending[sm.Seq] = p
+	}
+	if c.cfg.AckPolicy == AckFlowControl {
+		// Acknowledged by flow control replies: asked for once max_ack_pending is reached,
+		// and never redelivered on a timer (its ack_wait is 0).
+		p.dseq, p.dc, p.ts = dseq, dc, now.UnixNano()
+		if fc && c.fcOut == "" && c.cfg.MaxAckPending > 0 && len(c.pending) >= c.cfg.MaxAckPending {
+			c.sendFlowControlLocked()
+		}
+		if c.cfg.AckWait <= 0 {
+			return
+		}
 	}
 	c.waitq.remove(p)
 	p.dseq, p.dc, p.ts = dseq, dc, now.UnixNano()
@@ -830,6 +842,10 @@ func (c *consumer) heartbeatsLocked(now time.Time) {
 			}
 			_ = c.ic.Publish(c.cfg.DeliverSubject, "", []byte(h+"\r\n"), nil)
 			c.lastDlv = now
+			// flow_control ack policy: what is still pending is asked to be acknowledged.
+			if c.cfg.AckPolicy == AckFlowControl && len(c.pending) > 0 && c.fcOut == "" {
+				c.sendFlowControlLocked()
+			}
 		}
 		return
 	}
@@ -872,6 +888,15 @@ func (c *consumer) onFlowControl(m *loop.WorkMsg) {
 	if m.Subject == c.fcOut {
 		c.fcOut = ""
 		c.pbytes = 0
+		// flow_control ack policy: the reply's Nats-Last-Stream (and Nats-Last-Consumer)
+		// acknowledge everything delivered up to there.
+		if c.cfg.AckPolicy == AckFlowControl && !c.closed {
+			if ls, ok := headerUint(m.Hdr, "Nats-Last-Stream"); ok && ls > 0 {
+				lc, _ := headerUint(m.Hdr, "Nats-Last-Consumer")
+				c.last = coarseNow()
+				c.ackLocked(ls, lc, 1)
+			}
+		}
 	}
 	c.deliverLocked()
 	c.mu.Unlock()
@@ -1207,7 +1232,9 @@ func (c *consumer) onAck(m *loop.WorkMsg) {
 		kind, rest = body[:i], bytes.TrimSpace(body[i+1:])
 	}
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || c.cfg.AckPolicy == AckFlowControl {
+		// A flow_control consumer takes its acks from flow control replies only: nats-server
+		// does not even subscribe its ack subject.
 		c.mu.Unlock()
 		return
 	}
@@ -1251,7 +1278,7 @@ func (c *consumer) ackLocked(sseq, dseq, dc uint64) {
 	switch c.cfg.AckPolicy {
 	case AckNone:
 		return
-	case AckAll:
+	case AckAll, AckFlowControl:
 		var acked []uint64
 		for s, p := range c.pending {
 			if s <= sseq {

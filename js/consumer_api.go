@@ -37,12 +37,52 @@ func (a *account) apiConsumerCreate(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, JSStreamNotFoundErr)
 		return
 	}
+	cfg := req.Config
+	// A mirror's or source's consumer (nats-server 2.14+, sourcing): its stable name becomes a
+	// durable with flow_control acks on an interest or work queue stream (so that what it has
+	// not taken is kept), else gets a random suffix.
+	if cfg.Direct && cfg.Sourcing && name != "" {
+		if s.config().Retention != LimitsPolicy {
+			cfg.Direct, cfg.Durable, cfg.AckPolicy = false, name, AckFlowControl
+			cfg.AckWait, cfg.MaxDeliver, cfg.InactiveThreshold = 0, 0, 0
+		} else {
+			name = name + "-" + ephemeralName()
+			cfg.Name = name
+		}
+	}
+	var ident string
+	if cfg.Direct || cfg.Sourcing {
+		ident = streamIdentity(s.created)
+		if v, ok := header(r.hdr, hdrStreamIdentity); ok && len(v) > 0 && string(v) != ident {
+			a.respondErr(r.reply, typ, JSConsumerStreamIdentityMismatchF.with("msg", ident))
+			return
+		}
+	}
+	var existing *consumer
+	if name != "" {
+		existing = s.consumer(name)
+	}
+	if existing != nil && cfg.Sourcing && cfg.Durable != "" {
+		// A durable sourcing consumer keeps where it was made to start.
+		existing.mu.Lock()
+		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = existing.cfg.DeliverPolicy, existing.cfg.OptStartSeq, existing.cfg.OptStartTime
+		existing.mu.Unlock()
+	}
 	c, e := a.addConsumer(s, name, &req)
 	if e != nil {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
-	a.respond(r.reply, consumerCreateResponse{apiResponse{Type: typ}, c.info()})
+	if existing != nil && cfg.Sourcing {
+		// Sourcing again from an existing consumer starts over from its ack floor.
+		_, _ = c.reset(0)
+	}
+	resp := consumerCreateResponse{apiResponse{Type: typ}, c.info()}
+	if ident != "" {
+		a.respondHdr(r.reply, "NATS/1.0\r\n"+hdrStreamIdentity+": "+ident+"\r\n\r\n", resp)
+		return
+	}
+	a.respond(r.reply, resp)
 }
 
 // addConsumer creates a consumer, returns the existing one when the configuration is the
@@ -316,7 +356,13 @@ func (a *account) apiConsumerReset(r *apiReq, typ string) {
 		a.respondErr(r.reply, typ, e)
 		return
 	}
-	a.respond(r.reply, consumerResetResponse{apiResponse{Type: typ}, c.info(), seq})
+	resp := consumerResetResponse{apiResponse{Type: typ}, c.info(), seq}
+	if _, ok := header(r.hdr, hdrStreamIdentity); ok {
+		// A durable source asks for its origin's identity this way (it is not checked).
+		a.respondHdr(r.reply, "NATS/1.0\r\n"+hdrStreamIdentity+": "+streamIdentity(c.s.created)+"\r\n\r\n", resp)
+		return
+	}
+	a.respond(r.reply, resp)
 }
 
 // reset moves the consumer to seq (0: back to its ack floor), dropping what is pending.

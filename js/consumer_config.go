@@ -283,14 +283,15 @@ func checkConsumerConfig(cfg *ConsumerConfig, lim consumerLimits, others []*Cons
 		return JSConsumerDoesNotExist
 	}
 
-	// The stream's consumer count (direct consumers, used by sourcing, do not count).
+	// The stream's consumer count (direct and sourcing consumers, used by mirrors and
+	// sources, do not count).
 	n := 0
 	for _, o := range others {
-		if !o.Direct {
+		if !o.Direct && !o.Sourcing {
 			n++
 		}
 	}
-	if !cfg.Direct {
+	if !cfg.Direct && !cfg.Sourcing {
 		maxc := sc.MaxConsumers
 		if maxc <= 0 || (lim.account.MaxConsumers > 0 && lim.account.MaxConsumers < maxc) {
 			maxc = lim.account.MaxConsumers
@@ -303,7 +304,7 @@ func checkConsumerConfig(cfg *ConsumerConfig, lim consumerLimits, others []*Cons
 		}
 	}
 
-	if sc.Retention == WorkQueuePolicy && !cfg.Direct {
+	if sc.Retention == WorkQueuePolicy && !cfg.Direct && !cfg.Sourcing {
 		if cfg.AckPolicy != AckExplicit && cfg.AckPolicy != AckFlowControl {
 			return JSConsumerWQRequiresExplicitAckErr
 		}
@@ -331,7 +332,7 @@ func checkConsumerConfig(cfg *ConsumerConfig, lim consumerLimits, others []*Cons
 func partitionUnique(filters []string, others []*ConsumerConfig) bool {
 	for _, f := range filters {
 		for _, o := range others {
-			if o.Direct {
+			if o.Direct || o.Sourcing {
 				continue
 			}
 			ofs := subjectFilters(o)
@@ -637,6 +638,8 @@ func checkConsumerUpdateWith(old, cfg *ConsumerConfig, interest func(string) boo
 		return no("storage type can not be updated")
 	case old.Direct != cfg.Direct:
 		return no("direct can not be updated")
+	case old.Sourcing != cfg.Sourcing:
+		return no("sourcing can not be updated")
 	case old.OptStartSeq != cfg.OptStartSeq:
 		return no("start sequence can not be updated")
 	case (old.OptStartTime == nil) != (cfg.OptStartTime == nil),

@@ -103,6 +103,7 @@ type ConsumerConfig struct {
 	Replicas           int               `json:"num_replicas"`
 	MemoryStorage      bool              `json:"mem_storage,omitempty"`
 	Direct             bool              `json:"direct,omitempty"`
+	Sourcing           bool              `json:"sourcing,omitempty"` // a mirror's or source's (nats-server 2.14+)
 	Metadata           map[string]string `json:"metadata,omitempty"`
 	PauseUntil         *time.Time        `json:"pause_until,omitempty"`
 	PriorityGroups     []string          `json:"priority_groups,omitempty"`

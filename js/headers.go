@@ -25,6 +25,7 @@ const (
 	hdrStreamSource         = "Nats-Stream-Source"
 	hdrRequiredAPILevel     = "Nats-Required-Api-Level"
 	hdrRequestInfo          = "Nats-Request-Info"
+	hdrStreamIdentity       = "Nats-Stream-Identity"
 
 	rollupSubject = "sub"
 	rollupAll     = "all"

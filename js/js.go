@@ -150,7 +150,11 @@ func (j *JetStream) EnableAccount(acc *loop.Account, lim AccountLimits) error {
 	if err := a.recover(); err != nil {
 		return err
 	}
-	return a.serveAPI()
+	if err := a.serveAPI(); err != nil {
+		return err
+	}
+	a.startSourcing()
+	return nil
 }
 
 // ServeDisabled answers $JS.API.INFO in an account without JetStream with the reference's

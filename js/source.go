@@ -2,7 +2,6 @@ package js
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,9 @@ import (
 // stores each message at its origin sequence (StoreAtAsync: gaps kept, no wait per commit);
 // a source stores it as a message of its own with the Nats-Stream-Source header nats-server
 // writes. A timer per sourcing stream (not per message) recreates an origin consumer whose
-// heartbeats stopped and retries a failed setup with nats-server's back-off.
+// heartbeats stopped and retries a failed setup with nats-server's back-off. Origins in other
+// accounts or domains (external) and durable sourcing consumers are reached through the
+// JetStream API instead (source_remote.go); their deliveries take the same onMsg path.
 
 const (
 	sourceHealthHB        = time.Second      // the origin consumer's idle heartbeat
@@ -50,6 +51,7 @@ type sourcing struct {
 type srcInfo struct {
 	g      *sourcing
 	mirror bool
+	remote bool // through the API (viaAPI)
 	cfg    StreamSource
 	iname  string // nats-server's index name: "<stream> <filter> <dest>"
 	sfs    []string
@@ -71,10 +73,29 @@ type srcInfo struct {
 	ident   string
 	known   bool // sseq recovered (sources)
 	last    atomic.Int64
+
+	// Origins reached through the API (source_remote.go), g.mu.
+	creq    *CreateConsumerRequest // the consumer asked for
+	durable string                 // the durable consumer's deliver subject ("" none)
+	level   int                    // the API level the request requires (0: none)
+	rsub    *loop.Subscription     // the pending request's reply inbox
+	rreply  string
+	rdead   time.Time // when the pending request is given up
+	rc      bool      // the origin was made again: ask without an identity
+	fcid    string    // the flow control a heartbeat says is stalled
+	fcsc    int       // heartbeats that said so
 }
 
-// composeIName is nats-server's index name of a source: stream, filters, destinations.
+// composeIName is nats-server's index name of a source: stream (with a hash of its external
+// API prefix and of its durable consumer's name), filters, destinations.
 func composeIName(ss *StreamSource) string {
+	name := ss.Name
+	if ss.External != nil {
+		name += ":" + getHash(ss.External.APIPrefix)
+	}
+	if ss.Consumer != nil {
+		name += ":C=" + getHash(ss.Consumer.Name)
+	}
 	src, dst := ss.FilterSubject, ">"
 	if len(ss.SubjectTransforms) == 0 {
 		if src == "" {
@@ -94,25 +115,48 @@ func composeIName(ss *StreamSource) string {
 		}
 		src, dst = strings.Join(srcs, "\f"), strings.Join(dsts, "\f")
 	}
-	return ss.Name + " " + src + " " + dst
+	return name + " " + src + " " + dst
+}
+
+// composeCName is nats-server's name of a source's durable consumer: stream (with a hash of
+// its external API prefix) and consumer.
+func composeCName(ss *StreamSource) string {
+	name := ss.Name
+	if ss.External != nil {
+		name += ":" + getHash(ss.External.APIPrefix)
+	}
+	c := ""
+	if ss.Consumer != nil {
+		c = ss.Consumer.Name
+	}
+	return name + " " + c
 }
 
 // streamIdentity is nats-server's identity of a stream: a hash of its creation time, which
 // tells a source that its origin was deleted and made again.
 func streamIdentity(created time.Time) string {
-	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	h := sha256.Sum256([]byte(created.UTC().Format(time.RFC3339Nano)))
-	b := make([]byte, 8)
-	for i := range b {
-		b[i] = digits[int(h[i]%62)]
-	}
-	return string(b)
+	return getHash(created.UTC().Format(time.RFC3339Nano))
 }
 
 // checkSourcing applies nats-server's checks of a mirror and of sources that need no other
-// stream. Cross-account and cross-domain origins (external) and durable sourcing consumers
-// are not built yet: they are refused rather than accepted and ignored.
+// stream, in its order.
 func checkSourcing(cfg *StreamConfig) *APIError {
+	var delivers, apis []string
+	external := func(ext *ExternalStream) {
+		if ext.DeliverPrefix != "" {
+			delivers = append(delivers, ext.DeliverPrefix)
+		}
+		if ext.APIPrefix != "" {
+			apis = append(apis, ext.APIPrefix)
+		}
+	}
+	// A durable sourcing consumer: named, a literal deliver subject, no start or filter of
+	// the source's own.
+	durableOK := func(ss *StreamSource) bool {
+		c := ss.Consumer
+		return validAssetName(c.Name) && validSubject(c.DeliverSubject) && validPublishSubject(c.DeliverSubject) &&
+			ss.OptStartSeq == 0 && ss.OptStartTime == nil && ss.FilterSubject == ""
+	}
 	if m := cfg.Mirror; m != nil {
 		switch {
 		case cfg.FirstSeq > 0:
@@ -129,8 +173,8 @@ func checkSourcing(cfg *StreamConfig) *APIError {
 			return JSMirrorWithBatchPublishErr
 		case cfg.AllowMsgSchedules:
 			return JSMirrorWithMsgSchedulesErr
-		case m.Consumer != nil:
-			return invalidConfig("stream mirror consumers (durable sourcing) are not supported by this server yet")
+		case m.Consumer != nil && !durableOK(m):
+			return JSMirrorDurableConsumerCfgInvalid
 		case m.FilterSubject != "" && len(m.SubjectTransforms) != 0:
 			return JSMirrorMultipleFiltersNotAllowed
 		case cfg.SubjectDeleteMarkerTTL > 0:
@@ -149,17 +193,20 @@ func checkSourcing(cfg *StreamConfig) *APIError {
 				}
 			}
 		}
-		if m.External != nil {
-			return invalidConfig("stream mirrors from other accounts or domains (external) are not supported by this server yet")
-		}
-		if !validAssetName(m.Name) {
-			return JSMirrorInvalidStreamName
+		// An external origin's name is not checked (it is another JetStream's).
+		if m.External == nil {
+			if !validAssetName(m.Name) {
+				return JSMirrorInvalidStreamName
+			}
+		} else {
+			external(m.External)
 		}
 	}
 	if len(cfg.Sources) > 0 && cfg.AllowMsgSchedules {
 		return JSSourceWithMsgSchedulesErr
 	}
 	seen := map[string]bool{}
+	cseen := map[string]bool{}
 	for _, src := range cfg.Sources {
 		if src == nil || !validAssetName(src.Name) {
 			return JSSourceInvalidStreamName
@@ -188,10 +235,34 @@ func checkSourcing(cfg *StreamConfig) *APIError {
 			}
 		}
 		if src.Consumer != nil {
-			return invalidConfig("stream source consumers (durable sourcing) are not supported by this server yet")
+			if !durableOK(src) {
+				return JSSourceDurableConsumerCfgInvalid
+			}
+			// One durable consumer serves one source.
+			cn := composeCName(src)
+			if cseen[cn] {
+				return JSSourceDurableConsumerDuplicateDetected
+			}
+			cseen[cn] = true
 		}
 		if src.External != nil {
-			return invalidConfig("stream sources from other accounts or domains (external) are not supported by this server yet")
+			external(src.External)
+		}
+	}
+	// The external prefixes: literal subjects, and an API prefix other than this JetStream's
+	// own (the deliver prefixes' overlap with the origins' subjects is checked with the
+	// streams, by checkSourcingLocked).
+	for _, p := range delivers {
+		if !validSubject(p) || !validPublishSubject(p) {
+			return JSStreamInvalidExternalDeliverySubjErrF.with("prefix", p)
+		}
+	}
+	for _, p := range apis {
+		if !validSubject(p) || !validPublishSubject(p) {
+			return invalidConfig("stream external api prefix %q must be a valid subject without wildcards", p)
+		}
+		if auth.SubjectsCollide(p, "$JS.API") {
+			return JSStreamExternalApiOverlapErrF.with("prefix", p, "subject", "$JS.API")
 		}
 	}
 	return nil
@@ -216,8 +287,12 @@ func (a *account) checkSourcingLocked(cfg *StreamConfig, pedantic bool) *APIErro
 		}
 		return nil
 	}
-	if m := cfg.Mirror; m != nil {
+	// The origins in this account (not external): their subjects, which an external origin's
+	// deliver prefix must not overlap.
+	var subs []string
+	if m := cfg.Mirror; m != nil && m.External == nil {
 		if o := get(m.Name); o != nil {
+			subs = append(subs, o.Subjects...)
 			if cfg.MaxMsgSize > 0 && o.MaxMsgSize > 0 && cfg.MaxMsgSize < o.MaxMsgSize {
 				return JSMirrorMaxMessageSizeTooBigErr
 			}
@@ -228,8 +303,37 @@ func (a *account) checkSourcingLocked(cfg *StreamConfig, pedantic bool) *APIErro
 		}
 	}
 	for _, src := range cfg.Sources {
-		if o := get(src.Name); o != nil && cfg.MaxMsgSize > 0 && o.MaxMsgSize > 0 && cfg.MaxMsgSize < o.MaxMsgSize {
+		if src.External != nil {
+			continue
+		}
+		o := get(src.Name)
+		if o == nil {
+			continue
+		}
+		subs = append(subs, o.Subjects...)
+		if cfg.MaxMsgSize > 0 && o.MaxMsgSize > 0 && cfg.MaxMsgSize < o.MaxMsgSize {
 			return JSSourceMaxMessageSizeTooBigErr
+		}
+	}
+	check := func(ext *ExternalStream) *APIError {
+		if ext == nil || ext.DeliverPrefix == "" {
+			return nil
+		}
+		for _, sub := range subs {
+			if subjectsCollide(sub, ext.DeliverPrefix+"."+sub) {
+				return JSStreamExternalDelPrefixOverlapsErrF.with("prefix", ext.DeliverPrefix, "subject", sub)
+			}
+		}
+		return nil
+	}
+	if m := cfg.Mirror; m != nil {
+		if e := check(m.External); e != nil {
+			return e
+		}
+	}
+	for _, src := range cfg.Sources {
+		if e := check(src.External); e != nil {
+			return e
 		}
 	}
 	// nats-server's cycle check: a walk over the streams this one sources or mirrors.
@@ -251,6 +355,9 @@ func (a *account) checkSourcingLocked(cfg *StreamConfig, pedantic bool) *APIErro
 		toVisit = toVisit[1:]
 		visited[c.Name] = true
 		for _, src := range c.Sources {
+			if src.External != nil {
+				continue
+			}
 			if visited[src.Name] {
 				if overlaps(c.Subjects, src.FilterSubject) {
 					return invalidConfig("detected cycle")
@@ -259,7 +366,7 @@ func (a *account) checkSourcingLocked(cfg *StreamConfig, pedantic bool) *APIErro
 				toVisit = append(toVisit, o)
 			}
 		}
-		if m := c.Mirror; m != nil {
+		if m := c.Mirror; m != nil && m.External == nil {
 			if visited[m.Name] {
 				return invalidConfig("detected cycle")
 			}
@@ -281,7 +388,7 @@ func (s *stream) startSourcing() {
 	g := &sourcing{s: s}
 	g.ic = s.a.js.eng.NewInternalClient(loop.KindJetStream, s.a.acc, "JetStream stream "+s.name+" sourcing")
 	add := func(ss *StreamSource, mirror bool) {
-		si := &srcInfo{g: g, mirror: mirror, cfg: *ss, iname: composeIName(ss)}
+		si := &srcInfo{g: g, mirror: mirror, cfg: *ss, iname: composeIName(ss), remote: viaAPI(ss)}
 		for _, tr := range ss.SubjectTransforms {
 			t, _ := transform.New(tr.Source, tr.Destination)
 			src := tr.Source
@@ -335,6 +442,7 @@ func (g *sourcing) stop() {
 	}
 	var cons []*srcInfo
 	for _, si := range g.list {
+		g.dropRequestLocked(si)
 		if si.sub != nil {
 			cons = append(cons, &srcInfo{origin: si.origin, cons: si.cons, sub: si.sub})
 		}
@@ -367,6 +475,7 @@ func (g *sourcing) tick() {
 	for _, si := range g.list {
 		switch {
 		case si.setting:
+			g.checkRequestLocked(si, now)
 		case si.sub == nil:
 			if si.next.IsZero() || !now.Before(si.next) {
 				due = append(due, si)
@@ -416,6 +525,10 @@ func (g *sourcing) failLocked(si *srcInfo, e *APIError) {
 
 // setup makes si's origin consumer (si.setting is set by the caller).
 func (g *sourcing) setup(si *srcInfo) {
+	if si.remote {
+		g.setupRemote(si)
+		return
+	}
 	s := g.s
 	defer func() {
 		g.mu.Lock()
@@ -698,6 +811,8 @@ func (g *sourcing) onControl(si *srcInfo, m *loop.WorkMsg) {
 	}
 	si.last.Store(time.Now().UnixNano())
 	if m.Reply != "" {
+		// The reply says how far the stream got, which is how a flow_control ack policy
+		// (durable sourcing) consumer takes its acks.
 		h := "NATS/1.0\r\nNats-Last-Consumer: " + strconv.FormatUint(si.dseq, 10) +
 			"\r\nNats-Last-Stream: " + strconv.FormatUint(si.sseq, 10) + "\r\n\r\n"
 		_ = g.ic.Publish(m.Reply, "", []byte(h), nil)
@@ -708,7 +823,25 @@ func (g *sourcing) onControl(si *srcInfo, m *loop.WorkMsg) {
 		return
 	}
 	if fc := headerString(m.Hdr, "Nats-Consumer-Stalled"); fc != "" {
-		_ = g.ic.Publish(fc, "", []byte("NATS/1.0\r\n\r\n"), nil)
+		// The consumer did not get our reply: sent again; a reply that keeps not reaching
+		// it (an origin in another account without its $JS.FC.> export) is reported.
+		if fc != si.fcid {
+			si.fcid, si.fcsc = fc, 0
+		}
+		si.fcsc++
+		if si.fcsc == sourceFCStalledThreshold {
+			si.err = JSSourceConsumerFlowControlStalledErr
+			g.s.a.js.warnf("JetStream stream '%s > %s' %s '%s' is stalled on flow control, replies are not reaching the consumer",
+				g.s.a.name, g.s.name, si.kindName(), si.cfg.Name)
+		}
+		_ = g.ic.Publish(fc, "", nil, nil)
+		return
+	}
+	if si.fcid != "" {
+		si.fcid, si.fcsc = "", 0
+		if si.err == JSSourceConsumerFlowControlStalledErr {
+			si.err = nil
+		}
 	}
 }
 
@@ -853,6 +986,9 @@ func (s *stream) sourceInfos() (*StreamSourceInfo, []*StreamSourceInfo) {
 	var srcs []*StreamSourceInfo
 	for _, si := range g.list {
 		ssi := &StreamSourceInfo{Name: si.cfg.Name, Lag: si.lag, Error: si.err, FilterSubject: si.cfg.FilterSubject}
+		if ext := si.cfg.External; ext != nil {
+			ssi.External = &ExternalStream{APIPrefix: ext.APIPrefix, DeliverPrefix: ext.DeliverPrefix}
+		}
 		for i, src := range si.sfs {
 			ssi.SubjectTransforms = append(ssi.SubjectTransforms, SubjectTransformConfig{Source: src,
 				Destination: si.cfg.SubjectTransforms[i].Destination})

@@ -153,8 +153,8 @@ type StreamSource struct {
 }
 
 type StreamConsumerSource struct {
-	Name           string `json:"name"`
-	DeliverSubject string `json:"deliver_subject"`
+	Name           string `json:"name,omitempty"`
+	DeliverSubject string `json:"deliver_subject,omitempty"`
 }
 
 type ExternalStream struct {

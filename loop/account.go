@@ -121,10 +121,35 @@ func (e *Engine) Global() *Account { return e.global }
 // internal ones included (as nats-server counts them).
 func (a *Account) NumSubscriptions() int { return a.subs.Count() }
 
-// HasInterest reports whether any subscription in the account matches subject.
-func (a *Account) HasInterest(subject string) bool {
-	res := a.subs.Match([]byte(subject))
-	return len(res.Plain)+len(res.Queues) > 0
+// HasInterest reports whether any subscription in the account matches subject. A stream
+// import's subscription counts only when the importing account has interest in the subject
+// it would be delivered on there, as nats-server's shadow subscriptions stand for the
+// importer's own: a JetStream push consumer whose deliver subject another account imports
+// waits for a subscriber there.
+func (a *Account) HasInterest(subject string) bool { return a.hasInterest([]byte(subject), 0) }
+
+func (a *Account) hasInterest(subject []byte, depth int) bool {
+	res := a.subs.Match(subject)
+	if len(res.Queues) > 0 {
+		return true
+	}
+	for _, s := range res.Plain {
+		imp := s.imp
+		if imp == nil || depth >= maxRouteDepth {
+			return true
+		}
+		local := subject
+		switch {
+		case imp.tr != nil:
+			local = imp.tr.Append(nil, subject)
+		case !imp.same:
+			local = []byte(imp.local)
+		}
+		if imp.to.hasInterest(local, depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // HasSubscriber reports whether a non-queue subscription on exactly subject (not a wildcard

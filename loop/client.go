@@ -110,6 +110,11 @@ type sub struct {
 	// service import's listener: each server serves its own importers).
 	remote, local bool
 	qw            atomic.Int32
+	// keepAs: fn routes the message on (a stream import), so it takes it as published, on
+	// the subject it is routed on, still showing as m.As (a JetStream delivery to a deliver
+	// subject another account imports), rather than as its subscribers see it.
+	keepAs bool
+	imp    *streamImportDest // a stream import's: where it routes messages (HasInterest)
 }
 
 // connectOpts is CONNECT's JSON, unmarshalled over the connection's current options

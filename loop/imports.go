@@ -133,6 +133,15 @@ func (a *Account) placed(s *Subscription) {
 	a.mu.Unlock()
 }
 
+// streamImportDest is where a stream import's subscription routes what it takes: the
+// importing account, under the local subject (through tr, or the literal local unless same).
+type streamImportDest struct {
+	to    *Account
+	tr    *transform.Transform
+	same  bool
+	local string
+}
+
 // addStreamImport subscribes, in the exporting account, to what `to` imports: every message
 // published there is routed again in `to`, under its local subject.
 func (e *Engine) addStreamImport(to *Account, si StreamImport) error {
@@ -146,7 +155,8 @@ func (e *Engine) addStreamImport(to *Account, si StreamImport) error {
 	}
 	same := tr == nil && local == si.Subject
 	ic := to.internalClient()
-	s, err := ic.subscribe(from, si.Subject, "", func(r *reactor, pub *client, m *parser.Op, depth int) bool {
+	dest := &streamImportDest{to: to, tr: tr, same: same, local: local}
+	s, err := ic.subscribeSub(&sub{c: ic.c, acc: from, subject: si.Subject, keepAs: true, imp: dest, fn: func(r *reactor, pub *client, m *parser.Op, depth int) bool {
 		// Imported streams reach this server's subscribers only: every server of a cluster
 		// imports for its own (nats-server's shadow subscriptions), so passing the message
 		// on to routes would deliver it twice.
@@ -154,7 +164,7 @@ func (e *Engine) addStreamImport(to *Account, si StreamImport) error {
 		ok := r.route(to, pub, r.retarget(m, depth, tr, same, local), depth+1)
 		r.localOnly--
 		return ok
-	})
+	}})
 	if err != nil {
 		return err
 	}

@@ -245,8 +245,13 @@ func (ic *InternalClient) subscribe(acc *Account, subject, queue string, fn func
 
 // subscribeOpt is subscribe; local interest is not told to other servers.
 func (ic *InternalClient) subscribeOpt(acc *Account, subject, queue string, local bool, fn func(*reactor, *client, *parser.Op, int) bool) (*Subscription, error) {
-	s := &sub{c: ic.c, acc: acc, fn: fn, subject: subject, queue: queue, local: local,
-		sid: strconv.AppendUint(nil, ic.sids.Add(1), 10)}
+	return ic.subscribeSub(&sub{c: ic.c, acc: acc, fn: fn, subject: subject, queue: queue, local: local})
+}
+
+// subscribeSub places s (its fields set but sid).
+func (ic *InternalClient) subscribeSub(s *sub) (*Subscription, error) {
+	acc, subject, queue := s.acc, s.subject, s.queue
+	s.sid = strconv.AppendUint(nil, ic.sids.Add(1), 10)
 	if err := acc.subs.Insert(subject, queue, s); err != nil {
 		return nil, err
 	}

@@ -179,7 +179,7 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 		s.delivered.Add(1)
 	}
 	if s.fn != nil {
-		if m.As != nil {
+		if m.As != nil && !s.keepAs {
 			mm := *m
 			mm.Subject, mm.As = m.As, nil
 			return s.fn(r, from, &mm, depth)
