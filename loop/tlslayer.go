@@ -597,6 +597,22 @@ func (l *tlsLayer) handshake(h *hsConn, cfg *tls.Config, kc *keyCapture) {
 func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, kc *keyCapture, err error) {
 	if l.lateLog == h && h != nil {
 		l.lateLog = nil
+		if err == nil && !l.route {
+			// The handshake was whole before the peer left (a client that hangs up right
+			// after its Finished, as a readiness probe does): nats-server's handshake
+			// succeeds there and its next read ends the connection as closed by the client.
+			if c := l.c; c != nil {
+				if c.reason == closeTLSHandshake {
+					c.reason = closeClient
+				}
+				if c.closeLogLate && c.debugOn() {
+					c.debugf("TLS handshake complete")
+					c.debugf("TLS version %s, cipher suite %s", tlsVersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
+					c.debugf("Client connection closed: %s", c.reason)
+				}
+			}
+			return
+		}
 		if err == nil || errors.Is(err, net.ErrClosed) {
 			err = io.EOF // the peer left: the handshake read nothing more
 		}

@@ -215,6 +215,18 @@ func TestLogTLSHandshakeLikeNatsServer(t *testing.T) {
 		}
 		tc.Close()
 		cs.waitLogCount("Client connection closed: Client Closed", 1)
+
+		// Clients that hang up right after their handshake (readiness probes): closed by
+		// the client, no handshake error, however the Finished and the hang-up arrive.
+		for i := 0; i < 5; i++ {
+			r = cs.dial()
+			tc := tls.Client(r.c, &tls.Config{InsecureSkipVerify: true})
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			r.c.Close()
+			cs.waitLogCount("Client connection closed: Client Closed", 2+i)
+		}
 		cs.waitLog("TLS handshake error: tls: first record does not look like a TLS handshake", "TLS version 1.2, cipher suite")
 	})
 }
