@@ -17,8 +17,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-func jsCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+func jsCtx(t *testing.T) context.Context { return jsCtxFor(t, 20*time.Second) }
+
+// jsCtxFor is a context for a test's whole run of JetStream calls, cancelled after d.
+func jsCtxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }

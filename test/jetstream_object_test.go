@@ -82,7 +82,9 @@ func firstDiff(a, b []byte) int {
 func TestJSObjectStoreBigLinksWatchSeal(t *testing.T) {
 	jsCompare(t, func(t *testing.T, tg target) any {
 		_, js := jsStart(t, tg, Config{})
-		ctx := jsCtx(t)
+		// Two 50 MiB transfers (put, get, and a get through a link) under -race and a full
+		// parallel suite take far longer than the usual 20 s budget.
+		ctx := jsCtxFor(t, 90*time.Second)
 		obs := map[string]any{}
 		obj, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "files", Description: "big ones"})
 		if err != nil {
