@@ -64,6 +64,7 @@ type Manager struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	dialing map[string]bool     // host:port (and pinned account) being dialled
+	again   map[string]bool     // asked for again while being dialled: one more try if it fails
 	self    map[string]bool     // URLs that led back to this server
 	urlFor  map[string]*url.URL // remote id → explicit route URL it is reached by
 	remotes map[string][]string // remote id → its client URLs
@@ -72,7 +73,7 @@ type Manager struct {
 // New makes a manager; Start dials the configured routes.
 func New(eng Engine, cfg Config, log Logger) *Manager {
 	return &Manager{eng: eng, cfg: cfg, log: log, stop: make(chan struct{}),
-		dialing: make(map[string]bool), self: make(map[string]bool),
+		dialing: make(map[string]bool), again: make(map[string]bool), self: make(map[string]bool),
 		urlFor: make(map[string]*url.URL), remotes: make(map[string][]string)}
 }
 
@@ -135,7 +136,16 @@ func (m *Manager) configured(u *url.URL) bool {
 func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time.Duration, account string) {
 	key := u.Host + " " + account
 	m.mu.Lock()
-	if m.stopped || m.dialing[key] || m.self[u.Host] {
+	if m.stopped || m.self[u.Host] {
+		m.mu.Unlock()
+		return
+	}
+	if m.dialing[key] {
+		// One dial at a time to a place, but this request is not dropped: a redial that is
+		// still waiting out its delay may fail (the server restarting is not listening yet)
+		// and give up before the request that arrived meanwhile (gossip of the restarted
+		// server) would have succeeded.
+		m.again[key] = true
 		m.mu.Unlock()
 		return
 	}
@@ -144,10 +154,16 @@ func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
+		connected := false
 		defer func() {
 			m.mu.Lock()
+			again := m.again[key] && !connected && !m.stopped
+			delete(m.again, key)
 			delete(m.dialing, key)
 			m.mu.Unlock()
+			if again {
+				m.connect(u, explicit, gossipMode, 0, account)
+			}
 		}()
 		if delay > 0 && !m.sleep(delay) {
 			return
@@ -157,8 +173,12 @@ func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time
 			if explicit && !m.configured(u) {
 				return
 			}
+			m.mu.Lock()
+			delete(m.again, key) // this attempt answers every request made before it
+			m.mu.Unlock()
 			err := m.eng.DialRoute(u, explicit, gossipMode, account)
 			if err == nil {
+				connected = true
 				return
 			}
 			if attempt == 1 || attempt%60 == 0 {

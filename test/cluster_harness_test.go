@@ -542,6 +542,9 @@ func (n *clusterNode) spawn(t *testing.T, bin string) error {
 		if e := os.Getenv("NATSD_ENGINE"); e != "" {
 			args = append(args, "--engine", e)
 		}
+		if os.Getenv("NATSD_CLUSTER_DEBUG") != "" {
+			args = append(args, "-D") // natsd's route decisions in the logs a failure prints
+		}
 	}
 	fmt.Fprintf(f, "==== harness: run %d of %s: %s %s ====\n", n.runs+1, n, bin, strings.Join(args, " "))
 	off, _ := f.Seek(0, io.SeekCurrent)
