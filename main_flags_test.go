@@ -115,40 +115,6 @@ func readINFO(t *testing.T, port int) map[string]any {
 	return m
 }
 
-// startFlags runs the binary with exactly args (no address or port added) and waits for its
-// client port.
-func startFlags(t *testing.T, port int, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{port: port, log: &lockedBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(natsdBin(t), args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-			c.Close()
-			return p
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("natsd %v exited: %v\n%s", args, err, p.log)
-		default:
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("natsd %v did not start:\n%s", args, p.log)
-	return nil
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -315,7 +281,7 @@ func TestBinaryEveryFlag(t *testing.T) {
 	dir := t.TempDir()
 	pidFile, logFile, sd := filepath.Join(dir, "natsd.pid"), filepath.Join(dir, "natsd.log"), filepath.Join(dir, "js")
 	port, mport, pport := freePort(t), freePort(t), freePort(t)
-	p := startFlags(t, port, nil, used.add("-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", "flags-a",
+	p := startProc(t, natsdBin(t), port, nil, used.add("-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", "flags-a",
 		"-P", pidFile, "-m", strconv.Itoa(mport), "--client_advertise", "adv.example:4333",
 		"--ports_file_dir", dir, "-l", logFile, "-T=false", "-D", "-V", "--log_size_limit", "10000000",
 		"--max_traced_msg_len", "16", "-js", "-sd", sd, "--auth", "tok", "--profile", strconv.Itoa(pport))...)
@@ -380,7 +346,7 @@ func TestBinaryEveryFlag(t *testing.T) {
 	if fileExists(zi) {
 		env = []string{"TZ=Asia/Tokyo", "ZONEINFO=" + zi}
 	}
-	p = startFlags(t, port, env, used.add("--addr", "127.0.0.1", "--port", strconv.Itoa(port), "--name", "flags-b",
+	p = startProc(t, natsdBin(t), port, env, used.add("--addr", "127.0.0.1", "--port", strconv.Itoa(port), "--name", "flags-b",
 		"--http_port", strconv.Itoa(mport), "--https_port", strconv.Itoa(hport), "--allow_unsupported",
 		"--tls", "--tlscert", cert, "--tlskey", key, "--tlsverify", "--tlscacert", ca, "--user", "u", "--pass", "p",
 		"-DVV", "--logtime_utc", "--cluster", "nats://127.0.0.1:-1", "--cluster_name", "cfl", "--routes", "nats://127.0.0.1:1",

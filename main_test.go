@@ -155,8 +155,18 @@ func (l *lockedBuffer) Len() int {
 func startBinary(t *testing.T, args ...string) *proc {
 	t.Helper()
 	port := freePort(t)
+	return startProc(t, natsdBin(t), port, nil, append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...)
+}
+
+// startProc runs bin with exactly args (and env added to the environment), stops it when the
+// test ends, and waits for it to listen on its client port.
+func startProc(t *testing.T, bin string, port int, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{port: port, log: &lockedBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(natsdBin(t), append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...)
+	p.cmd = exec.Command(bin, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,14 +178,19 @@ func startBinary(t *testing.T, args ...string) *proc {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
+		if c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
 			c.Close()
 			return p
 		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s %v exited: %v\n%s", filepath.Base(bin), args, err, p.log)
+		default:
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("server did not start: %s", p.log)
+	t.Fatalf("%s %v did not start:\n%s", filepath.Base(bin), args, p.log)
 	return nil
 }
 
@@ -494,26 +509,7 @@ func TestBinarySignalWithoutPid(t *testing.T) {
 	}
 	start := func() *proc {
 		port := freePort(t)
-		p := &proc{port: port, log: &lockedBuffer{}, done: make(chan error, 1)}
-		p.cmd = exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
-		p.cmd.Stderr = p.log
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.done <- p.cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		})
-		for i := 0; i < 500; i++ {
-			if c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-				c.Close()
-				return p
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("server did not start: %s", p.log)
-		return nil
+		return startProc(t, bin, port, nil, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
 	}
 
 	if out, err := signal("reload"); err == nil || !strings.Contains(out, "no "+name+" processes running") {
