@@ -593,6 +593,12 @@ func (l *tlsLayer) handshake(h *hsConn, cfg *tls.Config, kc *keyCapture) {
 	_ = l.ex.Execute(func() { l.established(h, s, &st, kc, err) })
 }
 
+// debugHandshakeDone writes nats-server's two debug lines for a client's finished handshake.
+func debugHandshakeDone(c *client, st *tls.ConnectionState) {
+	c.debugf("TLS handshake complete")
+	c.debugf("TLS version %s, cipher suite %s", tlsVersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
+}
+
 // established runs on the reactor when crypto/tls has finished the handshake.
 func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, kc *keyCapture, err error) {
 	if l.lateLog == h && h != nil {
@@ -606,8 +612,7 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 					c.reason = closeClient
 				}
 				if c.closeLogLate && c.debugOn() {
-					c.debugf("TLS handshake complete")
-					c.debugf("TLS version %s, cipher suite %s", tlsVersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
+					debugHandshakeDone(c, st)
 					c.debugf("Client connection closed: %s", c.reason)
 				}
 			}
@@ -672,8 +677,7 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 		// nats-server says a route is created once its session is up (openRoute did not).
 		lg.Noticef("%s:%d - rid:%d - Route connection created", c.ip, c.port, c.cid)
 	} else if c := l.c; c != nil && c.debugOn() {
-		c.debugf("TLS handshake complete")
-		c.debugf("TLS version %s, cipher suite %s", tlsVersionName(st.Version), tls.CipherSuiteName(st.CipherSuite))
+		debugHandshakeDone(c, st)
 	}
 	if g := l.greeting; g != nil {
 		l.greeting = nil
