@@ -618,6 +618,16 @@ func (l *tlsLayer) established(h *hsConn, s *tls.Conn, st *tls.ConnectionState, 
 			}
 			return
 		}
+		if err == nil {
+			// A route's TLS 1.3 client is done before the server has judged its
+			// certificate: the server's alert, if it came before the hang-up, is what
+			// the engine read last. The session reads it (h ends in io.EOF, so this
+			// does not block).
+			var b [1]byte
+			if _, rerr := s.Read(b[:]); rerr != nil {
+				err = rerr
+			}
+		}
 		if err == nil || errors.Is(err, net.ErrClosed) {
 			err = io.EOF // the peer left: the handshake read nothing more
 		}
