@@ -300,6 +300,7 @@ type FileStore struct {
 	msgs      uint64
 	bytes     uint64
 	durable   uint64 // readers see no seq above it: it is not yet acknowledged
+	dwait     chan struct{} // closed when durable moves or the store fails (WaitDurable)
 	lost      LostInfo
 	readErrs  atomic.Uint64
 	rep       reporter // writer, under mu
@@ -620,6 +621,34 @@ func (s *FileStore) findBlock(seq uint64) *block {
 		return nil
 	}
 	return s.blocks[i]
+}
+
+func (s *FileStore) WaitDurable(seq uint64) {
+	for {
+		s.mu.Lock()
+		if seq <= s.durable || seq > s.last || s.failed() != nil {
+			s.mu.Unlock()
+			return
+		}
+		if s.dwait == nil {
+			s.dwait = make(chan struct{})
+		}
+		ch := s.dwait
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// wakeDurable tells WaitDurable's callers to look again (s.mu held).
+func (s *FileStore) wakeDurableLocked() {
+	if s.dwait != nil {
+		close(s.dwait)
+		s.dwait = nil
+	}
 }
 
 func (s *FileStore) LoadMsg(seq uint64) (*StoredMsg, error) {

@@ -374,6 +374,9 @@ func (ms *MemStore) SkipMsgs(n uint64) (uint64, error) {
 	return first, nil
 }
 
+// WaitDurable returns at once: a memory store's messages are readable once stored.
+func (ms *MemStore) WaitDurable(uint64) {}
+
 func (ms *MemStore) LoadMsg(seq uint64) (*StoredMsg, error) {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()

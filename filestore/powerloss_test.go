@@ -397,3 +397,64 @@ func checkTruncated(t *testing.T, what string, r *FileStore, n, at uint64, live 
 		t.Fatalf("%s: reopened with last %d", what, st.LastSeq)
 	}
 }
+
+// TestWaitDurable: a message the state already counts is not served until its commit is
+// synced; WaitDurable is how a reader that saw it in the state waits for it, and it
+// returns at once past the last message and once the store is stopped.
+func TestWaitDurable(t *testing.T) {
+	fsys := powerfs.New()
+	s, err := Open(Config{Dir: "/store", FS: fsys, Logf: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.StoreMsg("a", nil, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	hold, syncing := make(chan struct{}), make(chan struct{}, 1)
+	fsys.SetOnSync(func() {
+		select {
+		case syncing <- struct{}{}:
+		default:
+		}
+		<-hold
+	})
+	acked := make(chan uint64, 1)
+	s.StoreAsync("a", nil, []byte("two"), func(seq uint64, _ int64, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		acked <- seq
+	})
+	<-syncing
+	if st := s.FastState(); st.Msgs != 2 || st.LastSeq != 2 {
+		t.Fatalf("state while syncing: %+v", st)
+	}
+	if _, err := s.LoadMsg(2); err == nil {
+		t.Fatal("seq 2 was served before its commit was synced")
+	}
+	s.WaitDurable(1) // durable already
+	s.WaitDurable(9) // never stored
+	waited := make(chan struct{})
+	go func() {
+		s.WaitDurable(2)
+		close(waited)
+	}()
+	select {
+	case <-waited:
+		t.Fatal("WaitDurable(2) returned while its commit was syncing")
+	case <-time.After(50 * time.Millisecond):
+	}
+	fsys.SetOnSync(nil)
+	close(hold)
+	<-waited
+	if m, err := s.LoadMsg(2); err != nil || string(m.Data) != "two" {
+		t.Fatalf("seq 2 after WaitDurable: %v %v", m, err)
+	}
+	if seq := <-acked; seq != 2 {
+		t.Fatalf("acked seq %d", seq)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitDurable(3) // a stopped store: returns
+}

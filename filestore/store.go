@@ -35,6 +35,11 @@ type Store interface {
 	// SkipMsgs consumes n sequence numbers without storing messages.
 	SkipMsgs(n uint64) (first uint64, err error)
 	LoadMsg(seq uint64) (*StoredMsg, error)
+	// WaitDurable returns once seq, if it has been stored, is durable: readers see only
+	// acknowledged messages, so a message a stream's state already counts (stored, its
+	// commit not yet synced) is loaded after this. It returns at once for a seq beyond
+	// the last stored, and when the store has failed or stopped.
+	WaitDurable(seq uint64)
 	// Filters below are subjects with NATS wildcards ("orders.*",
 	// "orders.>"); "" and ">" match every message, as in nats-server.
 

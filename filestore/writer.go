@@ -322,11 +322,15 @@ func (s *FileStore) commit() {
 	s.jw = s.jw[:0]
 	if err != nil {
 		s.fail(err)
+		s.mu.Lock()
+		s.wakeDurableLocked()
+		s.mu.Unlock()
 	}
 	changed := len(c.rolled) > 0 || len(c.dead) > 0
 	if err == nil {
 		s.mu.Lock()
 		s.durable = c.last
+		s.wakeDurableLocked()
 		if changed && s.grouped() {
 			// Everything applied is in this commit, so the index describes
 			// exactly what is now durable.
@@ -1378,6 +1382,7 @@ func (s *FileStore) truncate(o *op) {
 	}
 	s.last = seq
 	s.durable = min(s.durable, seq)
+	s.wakeDurableLocked() // a wait past the new last ends
 	if s.msgs == 0 {
 		s.first = seq + 1
 	}

@@ -745,6 +745,9 @@ func badGetRequest(req *JSApiMsgGetRequest, direct bool) bool {
 func (s *stream) get(req *JSApiMsgGetRequest) (*filestore.StoredMsg, error) {
 	switch {
 	case req.Seq > 0 && req.NextFor == "":
+		// The stream's state counts what is stored and not yet synced (a sourced
+		// message, which no publisher waits for): a get of it waits for its commit.
+		s.store.WaitDurable(req.Seq)
 		return s.store.LoadMsg(req.Seq)
 	case req.LastFor != "":
 		return s.store.LoadLastMsg(req.LastFor)

@@ -134,6 +134,7 @@ func (s *stream) directBatch(req *JSApiMsgGetRequest, send func(hdr, data []byte
 		switch {
 		case seq > 0 && req.NextFor == "":
 			if i == 0 && !isBatch {
+				s.store.WaitDurable(seq) // as MSG.GET (stream.get)
 				sm, err = s.store.LoadMsg(seq)
 			} else {
 				sm, err = s.store.LoadNextMsg("", seq)

@@ -426,7 +426,8 @@ func TestJSExternalDomain(t *testing.T) {
 			si := waitMirror(t, js, "S", 20*time.Second, func(si *jetstream.StreamInfo) bool { return si.State.Msgs == 4 })
 			for q, m := range mirrorMsgs(t, s, 1, 4) {
 				mm := m.(map[string]any)
-				src := fmt.Sprint(mm["header"].(map[string]any)["Nats-Stream-Source"])
+				h, _ := mm["header"].(map[string]any) // nil: the get failed (mm says why)
+				src := fmt.Sprint(h["Nats-Stream-Source"])
 				if want := fmt.Sprintf("o%d", q+1); mm["data"] != want || !strings.HasPrefix(src, "ORDERS:") || !strings.Contains(src, fmt.Sprintf(" %d ", q+1)) {
 					t.Errorf("S %d: %v", q+1, mm)
 				}
