@@ -299,7 +299,7 @@ type FileStore struct {
 	lastEntTS int64 // exact timestamp of the message at last (0 for a skip)
 	msgs      uint64
 	bytes     uint64
-	durable   uint64 // readers see no seq above it: it is not yet acknowledged
+	durable   uint64        // readers see no seq above it: it is not yet acknowledged
 	dwait     chan struct{} // closed when durable moves or the store fails (WaitDurable)
 	lost      LostInfo
 	readErrs  atomic.Uint64
