@@ -48,7 +48,13 @@ type Config struct {
 	// other stores instead of fsyncing this store's own files (see Journal). Dir must be
 	// under the journal's root.
 	Journal *Journal
+	// DirDurable: the caller made Dir/msgs (MsgsDir) and synced Dir since, so Open need
+	// not sync Dir to make msgs/'s entry durable.
+	DirDurable bool
 }
+
+// MsgsDir is the directory under Config.Dir that holds a store's files.
+const MsgsDir = "msgs"
 
 const (
 	defaultBlockSize  = 8 << 20
@@ -396,7 +402,7 @@ func Open(cfg Config) (*FileStore, error) {
 	s := &FileStore{
 		cfg:      cfg,
 		fs:       cfg.FS,
-		dir:      filepath.Join(cfg.Dir, "msgs"),
+		dir:      filepath.Join(cfg.Dir, MsgsDir),
 		cry:      cry,
 		logf:     cfg.Logf,
 		subjects: make(map[string]*subjState),
@@ -416,8 +422,10 @@ func Open(cfg Config) (*FileStore, error) {
 	}
 	// msgs/ may be new: its entry in the store's directory must be durable before any
 	// record in it is acknowledged.
-	if err := s.fs.SyncDir(cfg.Dir); err != nil {
-		return nil, err
+	if !cfg.DirDurable {
+		if err := s.fs.SyncDir(cfg.Dir); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.recover(); err != nil {
 		s.closeFiles()

@@ -89,6 +89,13 @@ func (a *account) recover() error {
 		}
 		cfg, created, err := readMeta(a.js.cfg.FS, filepath.Join(dir, n))
 		if err != nil {
+			if p := filepath.Join(dir, n); cutShortCreate(a.js.cfg.FS, p) {
+				// Never answered, so nothing in it was acknowledged: the name is free.
+				a.js.warnf("JetStream stream '%s > %s': removing a create that was cut short (%v)", a.name, n, err)
+				if err := removeAll(a.js.cfg.FS, p); err == nil {
+					continue
+				}
+			}
 			a.keep(n, filepath.Join(dir, n), err)
 			continue
 		}

@@ -1619,13 +1619,17 @@ func (s *stream) openConsumer(name string, cfg ConsumerConfig, created time.Time
 					return nil, err
 				}
 			}
-			if err := mkdirDurable(j.cfg.FS, c.dir, s.dir, &j.durableDirs); err != nil {
+			fsys := j.cfg.FS
+			if err := fsys.MkdirAll(c.dir); err != nil {
 				return nil, err
 			}
 			// In a new directory the metadata is written in place: the state store's open
 			// syncs the directory next, and a consumer without readable metadata is skipped
-			// at recovery (and replaced by the next create of its name).
-			if err := writeSynced(j.cfg.FS, filepath.Join(c.dir, metaName), consumerMetaJSON(&cfg, created)); err != nil {
+			// at recovery (and replaced by the next create of its name). Its sync and the
+			// one of the directory's entry are issued together (syncAll).
+			meta := consumerMetaJSON(&cfg, created)
+			if err := syncAll(func() error { return syncParents(fsys, c.dir, s.dir, &j.durableDirs) },
+				func() error { return writeSynced(fsys, filepath.Join(c.dir, metaName), meta) }); err != nil {
 				return nil, err
 			}
 		}

@@ -80,7 +80,7 @@ type JetStream struct {
 	// all streams per group commit); nil when acks do not wait for fsync.
 	journal *filestore.Journal
 
-	durableDirs sync.Map // directories whose entries are durable (mkdirDurable)
+	durableDirs sync.Map // directories whose entries are durable (syncParents)
 }
 
 // New makes the server's JetStream; accounts are enabled one by one with EnableAccount.

@@ -81,10 +81,18 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 			return nil, err
 		}
 		// A memory stream lives as long as the server: nats-server does not bring it back.
-		if err := mkdirDurable(j.cfg.FS, s.dir, filepath.Dir(j.cfg.Dir), &j.durableDirs); err != nil {
+		// The directory, msgs/ in it and the metadata are made first, then the stream's
+		// directory and its parent are synced together: its entry, msgs/'s and the
+		// metadata's are durable before the reply, for two sync latencies, not five.
+		fsys := j.cfg.FS
+		if err := fsys.MkdirAll(filepath.Join(s.dir, filestore.MsgsDir)); err != nil {
 			return nil, err
 		}
-		if err := writeMeta(j.cfg.FS, s.dir, &cfg, created); err != nil {
+		if err := placeMeta(fsys, s.dir, &cfg, created); err != nil {
+			return nil, err
+		}
+		if err := syncAll(func() error { return fsys.SyncDir(s.dir) },
+			func() error { return syncParents(fsys, s.dir, filepath.Dir(j.cfg.Dir), &j.durableDirs) }); err != nil {
 			return nil, err
 		}
 	}
@@ -93,7 +101,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		s.store = filestore.NewMemStore(lim)
 	} else {
 		fc := filestore.Config{Dir: s.dir, FS: j.cfg.FS, Limits: lim, Compress: cfg.Compression == S2Compression,
-			SyncInterval: syncEvery, MaxPending: 64 << 20,
+			SyncInterval: syncEvery, MaxPending: 64 << 20, DirDurable: create,
 			Logf: func(f string, args ...any) {
 				j.warnf("JetStream stream '%s > %s': "+f, append([]any{a.name, cfg.Name}, args...)...)
 			}}
@@ -264,7 +272,7 @@ func (s *stream) stop(remove bool) error {
 	s.a.usage(st, -held)
 	if remove {
 		// The consumers' directory goes with the stream: a stream made again under the
-		// same name must sync its entry anew (mkdirDurable stops at the ancestors it knows).
+		// same name must sync its entry anew (syncParents stops at the ancestors it knows).
 		s.a.js.durableDirs.Delete(s.consumersDir())
 		if err := removeAll(s.a.js.cfg.FS, s.dir); err != nil && st == FileStorage {
 			return err
