@@ -275,6 +275,9 @@ func TestJSKVKeyTTLPurgeTTL(t *testing.T) {
 		if _, err := kv.Create(ctx, "p", []byte("purged")); err != nil {
 			t.Fatal(err)
 		}
+		// The purge removes p's value: a watcher that has not had it by then never will
+		// (either server; natsd under -race on netpoll lost that race about once in 15).
+		watchUntil(t, w, &seen, 2)
 		if err := kv.Purge(ctx, "p", jetstream.PurgeTTL(2*time.Second)); err != nil {
 			t.Fatal(err)
 		}
