@@ -631,6 +631,8 @@ func (s *FileStore) findBlock(seq uint64) *block {
 	return s.blocks[i]
 }
 
+// WaitDurable is Store's: a waiter sleeps on dwait, which the writer closes each time durable
+// moves (or the store fails or is truncated).
 func (s *FileStore) WaitDurable(seq uint64) {
 	for {
 		s.mu.Lock()
