@@ -456,9 +456,16 @@ func TestJszDisabledAndStreamLost(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	// A stream directory with no readable metadata: recovery skips it with a warning.
-	if err := os.MkdirAll(filepath.Join(dir, "jetstream", "$G", "streams", "BROKEN"), 0o750); err != nil {
+	// A stream directory whose metadata does not read (not one a cut-short create left,
+	// which recovery removes): recovery skips it with a warning.
+	broken := filepath.Join(dir, "jetstream", "$G", "streams", "BROKEN")
+	if err := os.MkdirAll(broken, 0o750); err != nil {
 		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"meta.inf": "{", "meta.sum": "00"} {
+		if err := os.WriteFile(filepath.Join(broken, name), []byte(body), 0o640); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := startMonitored(t, func(o *Options) { o.JetStream, o.StoreDir = true, dir })
 	for _, c := range []struct {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ type result struct {
 	rssBase, rssKeys    int64
 	bucketsRSS          int64
 	bucketsCreate       time.Duration
+	createP50           time.Duration // one CreateKeyValue, without its puts
 	goroutines, threads int
 	err                 string
 }
@@ -65,7 +67,8 @@ func main() {
 	row("kv get /s", a.getRate, b.getRate, "%.0f")
 	kn := float64(*keys)
 	row("RSS per key (B)", float64(a.rssKeys-a.rssBase)/kn, float64(b.rssKeys-b.rssBase)/kn, "%.0f")
-	row("buckets: create (s)", a.bucketsCreate.Seconds(), b.bucketsCreate.Seconds(), "%.2f")
+	row("buckets: create and 3 puts each (s)", a.bucketsCreate.Seconds(), b.bucketsCreate.Seconds(), "%.2f")
+	row("bucket create p50 (ms)", float64(a.createP50.Microseconds())/1000, float64(b.createP50.Microseconds())/1000, "%.2f")
 	row("buckets: RSS (MiB)", float64(a.bucketsRSS>>20), float64(b.bucketsRSS>>20), "%.0f")
 	row("buckets: goroutines", float64(a.goroutines), float64(b.goroutines), "%.0f")
 	row("buckets: threads", float64(a.threads), float64(b.threads), "%.0f")
@@ -145,8 +148,11 @@ func run(bin string, keys, gets, buckets int) (r result) {
 		return r
 	}
 	t0 = time.Now()
+	creates := make([]time.Duration, 0, buckets)
 	for b := 0; b < buckets; b++ {
+		tc := time.Now()
 		kvb, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b" + strconv.Itoa(b)})
+		creates = append(creates, time.Since(tc))
 		if err != nil {
 			r.err = "create bucket: " + err.Error()
 			return r
@@ -159,6 +165,10 @@ func run(bin string, keys, gets, buckets int) (r result) {
 		}
 	}
 	r.bucketsCreate = time.Since(t0)
+	slices.Sort(creates)
+	if len(creates) > 0 {
+		r.createP50 = creates[len(creates)/2]
+	}
 	time.Sleep(time.Second)
 	r.bucketsRSS, _ = bench.ProcRSS(pid)
 	r.goroutines = goroutines(prof)
