@@ -63,17 +63,23 @@ type Manager struct {
 	stopped bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	dialing map[string]bool     // host:port (and pinned account) being dialled
-	again   map[string]bool     // asked for again while being dialled: one more try if it fails
-	self    map[string]bool     // URLs that led back to this server
-	urlFor  map[string]*url.URL // remote id → explicit route URL it is reached by
-	remotes map[string][]string // remote id → its client URLs
+	dialing map[string]bool // host:port (and pinned account) being dialled
+	again   map[string]bool // asked for again while being dialled: one more try if it fails
+	// poolWant counts the pool connections asked for while a dial to their place was under
+	// way: each stands for a slot still to fill, so each gets a dial of its own afterwards,
+	// whether that dial connected or not (a pool's next connection asked for as a redial of
+	// another one is under way would otherwise be lost, and the pool stay a slot short).
+	poolWant map[string]int
+	self     map[string]bool     // URLs that led back to this server
+	urlFor   map[string]*url.URL // remote id → explicit route URL it is reached by
+	remotes  map[string][]string // remote id → its client URLs
 }
 
 // New makes a manager; Start dials the configured routes.
 func New(eng Engine, cfg Config, log Logger) *Manager {
 	return &Manager{eng: eng, cfg: cfg, log: log, stop: make(chan struct{}),
-		dialing: make(map[string]bool), again: make(map[string]bool), self: make(map[string]bool),
+		dialing: make(map[string]bool), again: make(map[string]bool), poolWant: make(map[string]int),
+		self:   make(map[string]bool),
 		urlFor: make(map[string]*url.URL), remotes: make(map[string][]string)}
 }
 
@@ -134,9 +140,24 @@ func (m *Manager) configured(u *url.URL) bool {
 // connect dials u in the background (for a pinned account's own route when account is
 // set): explicit routes until they connect, implicit ones connect_retries more times at most.
 func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time.Duration, account string) {
+	m.dial(u, explicit, gossipMode, delay, account, false)
+}
+
+// connectPool dials one more connection of a pool (the next one, or a redial of one that
+// went): unlike connect's other requests, it is never answered by a dial already under way.
+func (m *Manager) connectPool(u *url.URL, explicit bool, delay time.Duration) {
+	m.dial(u, explicit, 0, delay, "", true)
+}
+
+func (m *Manager) dial(u *url.URL, explicit bool, gossipMode byte, delay time.Duration, account string, pool bool) {
 	key := u.Host + " " + account
 	m.mu.Lock()
 	if m.stopped || m.self[u.Host] {
+		m.mu.Unlock()
+		return
+	}
+	if m.dialing[key] && pool {
+		m.poolWant[key]++
 		m.mu.Unlock()
 		return
 	}
@@ -160,9 +181,15 @@ func (m *Manager) connect(u *url.URL, explicit bool, gossipMode byte, delay time
 			again := m.again[key] && !connected && !m.stopped
 			delete(m.again, key)
 			delete(m.dialing, key)
+			want := m.poolWant[key] > 0 && !m.stopped
+			if want {
+				m.poolWant[key]--
+			} else {
+				delete(m.poolWant, key)
+			}
 			m.mu.Unlock()
-			if again {
-				m.connect(u, explicit, gossipMode, 0, account)
+			if again || want {
+				m.dial(u, explicit, gossipMode, 0, account, want)
 			}
 		}()
 		if delay > 0 && !m.sleep(delay) {
@@ -227,7 +254,7 @@ func (m *Manager) RouteUp(ri loop.RemoteRoute) {
 // PoolNext dials the next connection of a pool.
 func (m *Manager) PoolNext(ri loop.RemoteRoute) {
 	if ri.URL != nil {
-		m.connect(ri.URL, ri.Explicit, 0, 0, "")
+		m.connectPool(ri.URL, ri.Explicit, 0)
 	}
 }
 
@@ -283,6 +310,10 @@ func (m *Manager) RouteDown(ri loop.RemoteRoute, retry bool) {
 	delay := time.Duration(rand.Int64N(int64(reconnectJitter)))
 	if explicit {
 		delay += reconnectDelay
+	}
+	if ri.Pooled {
+		m.connectPool(u, explicit, delay)
+		return
 	}
 	m.connect(u, explicit, 0, delay, ri.Account)
 }

@@ -92,3 +92,26 @@ func TestConnectAskedAgainWhileDialling(t *testing.T) {
 		t.Fatalf("%d dials, want 1", n)
 	}
 }
+
+// TestConnectPoolNotAbsorbed: a pool's next connection asked for while a dial to the same
+// place is under way gets a dial of its own even when that dial connects (a connect request
+// would be answered by it): each such request is a slot still to fill.
+func TestConnectPoolNotAbsorbed(t *testing.T) {
+	u, _ := url.Parse("nats-route://127.0.0.1:6222")
+	d := &dialEngine{results: make(chan error, 4)}
+	m := New(d, Config{}, quietLog{})
+	m.connect(u, false, 0, 0, "")
+	waitDials(t, d, 1)
+	m.connectPool(u, false, 0) // while the first is under way
+	m.connectPool(u, false, 0)
+	d.results <- nil
+	waitDials(t, d, 2)
+	d.results <- nil
+	waitDials(t, d, 3)
+	d.results <- nil
+	time.Sleep(50 * time.Millisecond)
+	m.Stop()
+	if n := d.dials(); n != 3 {
+		t.Fatalf("%d dials, want 3", n)
+	}
+}
