@@ -567,6 +567,13 @@ func newLayerEnd(t *testing.T, nc net.Conn, tc *TLSConfig, client bool, serverNa
 			}
 		}
 	}()
+	// The layer starts before anything the peer sends reaches it, as an engine opens a
+	// connection before its first traffic (the reader below queues behind this).
+	_ = ex.Execute(func() {
+		if g := le.l.start(nil, []byte(greeting)); len(g) > 0 {
+			t.Errorf("a route layer sent %q before its session", g)
+		}
+	})
 	// Reader: what arrives is appended on the reactor, a random piece at a time, and traffic
 	// runs after each.
 	go func() {
@@ -585,11 +592,6 @@ func newLayerEnd(t *testing.T, nc net.Conn, tc *TLSConfig, client bool, serverNa
 			}
 		}
 	}()
-	_ = ex.Execute(func() {
-		if g := le.l.start(nil, []byte(greeting)); len(g) > 0 {
-			t.Errorf("a route layer sent %q before its session", g)
-		}
-	})
 	return le
 }
 
