@@ -98,7 +98,6 @@ type op struct {
 
 type subjState struct {
 	name  string
-	id    uint32 // the file store's number for it in ents (unused by the memory store)
 	msgs  uint64
 	first uint64 // exact while tracked; otherwise no live message of this subject is below it
 	last  uint64
@@ -116,10 +115,14 @@ type subjState struct {
 	// work queue acked out of order), so a subject also gives its list up
 	// once it has more than 2*listRatio messages per sequence of average
 	// gap, and takes one back only with at most listRatio: a removal's
-	// copy then stays well below the scan the list saves.
-	seqs    []uint64
+	// copy then stays well below the scan the list saves. Most subjects
+	// have none (see list), so it sits behind a pointer.
+	seqs    *seqList
+	id      uint32 // its number in the store's subjIndex (and the file store's ents); 0 once dropped
 	tracked bool
 }
+
+type seqList struct{ s []uint64 }
 
 // Variables only so that tests can make subjects change state often.
 var (
@@ -138,16 +141,20 @@ func (ss *subjState) add(seq uint64) {
 	switch {
 	case ss.msgs == 0:
 		ss.first = seq
-		ss.seqs, ss.tracked = append(ss.seqs[:0], seq), true
-	case ss.tracked:
-		if len(ss.seqs) == cap(ss.seqs) {
+		ss.seqs, ss.tracked = nil, true
+	case ss.tracked && (ss.msgs >= 2 || ss.seqs != nil):
+		if ss.seqs == nil {
+			ss.seqs = &seqList{s: append(make([]uint64, 0, 4), ss.first, ss.last)}
+		}
+		l := ss.seqs.s
+		if len(l) == cap(l) {
 			// Removals pop the front, so a list that keeps its length (a key
 			// at its history) runs out of room again and again. Growing by a
 			// quarter instead of append's doubling keeps that cheap (a copy
 			// per quarter turnover) at a quarter of the memory overhead.
-			ss.seqs = append(make([]uint64, 0, len(ss.seqs)+len(ss.seqs)/4+4), ss.seqs...)
+			l = append(make([]uint64, 0, len(l)+len(l)/4+4), l...)
 		}
-		ss.seqs = append(ss.seqs, seq)
+		ss.seqs.s = append(l, seq)
 	}
 	ss.msgs++
 	ss.last = seq
@@ -156,6 +163,22 @@ func (ss *subjState) add(seq uint64) {
 			ss.seqs, ss.tracked = nil, false
 		}
 	}
+}
+
+// list is a tracked subject's live sequences. A subject with one or two
+// messages (most KV keys: one value, and two for a moment while a new one
+// replaces it) keeps no list, its first and last say it all; buf holds them
+// then. A list made for a third message is kept down to two, so a subject
+// going back and forth between two and three does not make one each time.
+func (ss *subjState) list(buf *[2]uint64) []uint64 {
+	if ss.seqs != nil {
+		return ss.seqs.s
+	}
+	if ss.msgs == 0 {
+		return nil
+	}
+	buf[0], buf[1] = ss.first, ss.last
+	return buf[:min(ss.msgs, 2)]
 }
 
 // sparse reports whether an untracked subject's messages look far enough
@@ -177,33 +200,39 @@ func (ss *subjState) remove(seq uint64, prev func(before uint64) uint64) {
 	ss.msgs--
 	switch {
 	case ss.msgs == 0:
-		ss.seqs = ss.seqs[:0]
+		ss.seqs = nil
 		return
-	case ss.tracked && ss.seqs[0] == seq: // the usual case: limits, acks in order
-		ss.seqs = ss.seqs[1:]
-		ss.first = ss.seqs[0]
+	case ss.tracked && ss.seqs == nil: // two unlisted: the other one is left
+		if seq == ss.first {
+			ss.first = ss.last
+		} else {
+			ss.last = ss.first
+		}
 		return
 	case ss.tracked:
-		if i, ok := slices.BinarySearch(ss.seqs, seq); ok {
+		l := ss.seqs.s
+		if l[0] == seq { // the usual case: limits, acks in order
+			l = l[1:]
+		} else if i, ok := slices.BinarySearch(l, seq); ok {
 			// A list can be long, and removals cluster at its front (limits,
 			// acks): move whichever side of seq is shorter.
-			if i < len(ss.seqs)/2 {
-				copy(ss.seqs[1:i+1], ss.seqs[:i])
-				ss.seqs = ss.seqs[1:]
+			if i < len(l)/2 {
+				copy(l[1:i+1], l[:i])
+				l = l[1:]
 			} else {
-				ss.seqs = slices.Delete(ss.seqs, i, i+1)
+				l = slices.Delete(l, i, i+1)
 			}
 		}
-		ss.first, ss.last = ss.seqs[0], ss.seqs[len(ss.seqs)-1]
-		return
+		ss.seqs.s = l
+		ss.first, ss.last = l[0], l[len(l)-1]
 	case seq == ss.first:
 		ss.first = seq + 1
 	case seq == ss.last:
 		ss.last = prev(seq)
 	}
-	if ss.msgs == 1 { // the one left is the last: the subject can be tracked again
+	if ss.msgs == 1 { // the one left is the last: the subject is tracked again, with no list
 		ss.first = ss.last
-		ss.seqs, ss.tracked = append(ss.seqs[:0], ss.last), true
+		ss.seqs, ss.tracked = nil, true
 	}
 }
 
@@ -223,6 +252,10 @@ func (ss *subjState) relist(next func(after uint64) uint64) {
 	if !ss.sparse() {
 		return
 	}
+	if ss.msgs <= 2 { // first and last are exact now: no list needed
+		ss.seqs, ss.tracked = nil, true
+		return
+	}
 	seqs := make([]uint64, 1, ss.msgs)
 	seqs[0] = first
 	for uint64(len(seqs)) < ss.msgs {
@@ -232,7 +265,7 @@ func (ss *subjState) relist(next func(after uint64) uint64) {
 		}
 		seqs = append(seqs, seq)
 	}
-	ss.seqs, ss.tracked = seqs, true
+	ss.seqs, ss.tracked = &seqList{s: seqs}, true
 }
 
 // ent is one sequence's place in its block. A long stream holds tens of
@@ -297,9 +330,7 @@ type FileStore struct {
 	mu        sync.RWMutex
 	blocks    []*block
 	act       *block
-	subjects  map[string]*subjState
-	subjByID  []*subjState // by subjState.id; [0] is never used
-	freeIDs   []uint32     // ids of dropped subjects, for reuse
+	subjects  subjIndex
 	first     uint64
 	last      uint64
 	lastEntTS int64 // exact timestamp of the message at last (0 for a skip)
@@ -400,15 +431,14 @@ func Open(cfg Config) (*FileStore, error) {
 		return nil, err
 	}
 	s := &FileStore{
-		cfg:      cfg,
-		fs:       cfg.FS,
-		dir:      filepath.Join(cfg.Dir, MsgsDir),
-		cry:      cry,
-		logf:     cfg.Logf,
-		subjects: make(map[string]*subjState),
-		cache:    make(map[*block][]byte),
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		cfg:   cfg,
+		fs:    cfg.FS,
+		dir:   filepath.Join(cfg.Dir, MsgsDir),
+		cry:   cry,
+		logf:  cfg.Logf,
+		cache: make(map[*block][]byte),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
 	}
 	s.maxMsgSize.Store(cfg.Limits.MaxMsgSize)
 	if cfg.Journal != nil && cfg.SyncInterval == 0 {
@@ -683,7 +713,7 @@ func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) {
 	if err == nil {
 		rv, n, ok := parseRecord(rec)
 		if ok && n == len(rec) && rv.seq == seq && rv.kind == kindMsg {
-			m := &StoredMsg{Subject: s.subjByID[e.sid].name, Seq: seq, TS: rv.ts}
+			m := &StoredMsg{Subject: s.subjects.byID(e.sid).name, Seq: seq, TS: rv.ts}
 			if m.Subject != string(rv.subj) { // cannot happen; the record is the truth
 				m.Subject = string(rv.subj)
 			}
@@ -842,7 +872,7 @@ func (s *FileStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 			}
 		}
 	default:
-		eachSubject(s.subjects, filter, func(ss *subjState) { seq = max(seq, s.lastOfLocked(ss, math.MaxUint64)) })
+		eachSubject(&s.subjects, filter, func(ss *subjState) { seq = max(seq, s.lastOfLocked(ss, math.MaxUint64)) })
 	}
 	if seq == 0 || seq < s.first {
 		return nil, ErrNotFound
@@ -855,7 +885,8 @@ func (s *FileStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 func (s *FileStore) lastOfLocked(ss *subjState, upTo uint64) uint64 {
 	upTo = min(upTo, ss.last, s.durable)
 	if ss.tracked {
-		return lastListed(ss.seqs, upTo)
+		var buf [2]uint64
+		return lastListed(ss.list(&buf), upTo)
 	}
 	for seq := upTo; seq >= max(s.first, ss.first) && seq > 0; seq-- {
 		if e := s.entLocked(seq); e != nil && e.sid == ss.id {
@@ -883,15 +914,17 @@ func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 	case sublist.IsWildcard(filter):
 		wild = true
 	default:
-		if ss = s.subjects[filter]; ss == nil || ss.msgs == 0 {
+		if ss = s.subjects.get(filter); ss == nil || ss.msgs == 0 {
 			return nil, ErrEOF
 		}
 		if ss.tracked { // its messages are listed: no need to look between them
-			i, _ := slices.BinarySearch(ss.seqs, start)
-			if i == len(ss.seqs) || ss.seqs[i] > s.durable {
+			var buf [2]uint64
+			seqs := ss.list(&buf)
+			i, _ := slices.BinarySearch(seqs, start)
+			if i == len(seqs) || seqs[i] > s.durable {
 				return nil, ErrEOF
 			}
-			return s.loadLocked(ss.seqs[i])
+			return s.loadLocked(seqs[i])
 		}
 		if start < ss.first {
 			start = ss.first
@@ -906,7 +939,7 @@ func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 			if !e.live() || (ss != nil && e.sid != ss.id) {
 				continue
 			}
-			if wild && !sublist.MatchFilter(s.subjByID[e.sid].name, filter) {
+			if wild && !sublist.MatchFilter(s.subjects.byID(e.sid).name, filter) {
 				continue
 			}
 			return s.loadLocked(seq)
@@ -927,7 +960,7 @@ func (s *FileStore) FilteredState(filter string, start uint64) SimpleState {
 	case matchesAll(filter):
 		s.allFromLocked(start, &st)
 	default:
-		eachSubject(s.subjects, filter, func(ss *subjState) { s.subjFromLocked(ss, start, &st) })
+		eachSubject(&s.subjects, filter, func(ss *subjState) { s.subjFromLocked(ss, start, &st) })
 	}
 	return st
 }
@@ -940,8 +973,10 @@ func (s *FileStore) subjFromLocked(ss *subjState, start uint64, st *SimpleState)
 		return
 	}
 	if ss.tracked {
-		i, _ := slices.BinarySearch(ss.seqs, start)
-		st.add(uint64(len(ss.seqs)-i), ss.seqs[i], ss.last)
+		var buf [2]uint64
+		seqs := ss.list(&buf)
+		i, _ := slices.BinarySearch(seqs, start)
+		st.add(uint64(len(seqs)-i), seqs[i], ss.last)
 		return
 	}
 	var n, first uint64
@@ -1049,7 +1084,7 @@ func (s *FileStore) MultiLastSeqs(filters []string, maxSeq uint64, maxAllowed in
 	if maxSeq == 0 {
 		maxSeq = math.MaxUint64
 	}
-	return multiLast(s.subjects, filters, maxAllowed, func(ss *subjState) uint64 { return s.lastOfLocked(ss, maxSeq) })
+	return multiLast(&s.subjects, filters, maxAllowed, func(ss *subjState) uint64 { return s.lastOfLocked(ss, maxSeq) })
 }
 
 func (s *FileStore) SubjectsState(filter string) map[string]SimpleState {
@@ -1059,7 +1094,7 @@ func (s *FileStore) SubjectsState(filter string) map[string]SimpleState {
 		filter = ">"
 	}
 	var st map[string]SimpleState
-	eachSubject(s.subjects, filter, func(ss *subjState) {
+	eachSubject(&s.subjects, filter, func(ss *subjState) {
 		var one SimpleState
 		s.subjFromLocked(ss, 0, &one)
 		if one.Msgs == 0 {
@@ -1086,7 +1121,7 @@ func (s *FileStore) State() State {
 }
 
 func (s *FileStore) stateLocked(subjects bool) State {
-	st := State{Msgs: s.msgs, Bytes: s.bytes, FirstSeq: s.first, LastSeq: s.last, NumSubjects: len(s.subjects)}
+	st := State{Msgs: s.msgs, Bytes: s.bytes, FirstSeq: s.first, LastSeq: s.last, NumSubjects: s.subjects.len()}
 	st.LastTS = s.lastTS
 	if s.msgs > 0 {
 		// The exact times are in the records: the first one's is read back
@@ -1104,10 +1139,8 @@ func (s *FileStore) stateLocked(subjects bool) State {
 		st.Deleted = s.last - s.first + 1 - s.msgs
 	}
 	if subjects {
-		st.Subjects = make(map[string]uint64, len(s.subjects))
-		for k, v := range s.subjects {
-			st.Subjects[k] = v.msgs
-		}
+		st.Subjects = make(map[string]uint64, s.subjects.len())
+		s.subjects.all(func(ss *subjState) { st.Subjects[ss.name] = ss.msgs })
 	}
 	return st
 }

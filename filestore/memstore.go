@@ -17,7 +17,7 @@ type MemStore struct {
 	sizeOf   func(subj string, hdr, msg []byte) uint64 // memSize; tests comparing with a file store swap it
 	lim      Limits
 	msgs     memIndex
-	subjects map[string]*subjState
+	subjects subjIndex
 	first    uint64
 	last     uint64
 	bytes    uint64
@@ -115,7 +115,7 @@ func (x *memIndex) del(seq uint64) {
 var _ Store = (*MemStore)(nil)
 
 func NewMemStore(lim Limits) *MemStore {
-	return &MemStore{sizeOf: memSize, lim: lim, subjects: map[string]*subjState{}, first: 1}
+	return &MemStore{sizeOf: memSize, lim: lim, first: 1}
 }
 
 func (ms *MemStore) StoreAsync(subj string, hdr, msg []byte, cb func(uint64, int64, error)) {
@@ -157,7 +157,7 @@ func (ms *MemStore) store(at uint64, ats int64, subj string, hdr, msg []byte) (u
 	}
 	l := &ms.lim
 	n := uint64(ms.msgs.n)
-	ss := ms.subjects[subj]
+	ss := ms.subjects.get(subj)
 	if l.Discard == DiscardNew {
 		if l.MaxMsgs > 0 && n+1 > uint64(l.MaxMsgs) {
 			return 0, 0, ErrMaxMsgs
@@ -180,8 +180,7 @@ func (ms *MemStore) store(at uint64, ats int64, subj string, hdr, msg []byte) (u
 	if ss == nil {
 		// The caller's string may share memory it reuses; every message of
 		// the subject keeps this copy.
-		ss = &subjState{name: strings.Clone(subj)}
-		ms.subjects[ss.name] = ss
+		ss = ms.subjects.add(strings.Clone(subj))
 	}
 	now := stampNow()
 	if at != 0 {
@@ -238,7 +237,7 @@ func (ms *MemStore) UpdateLimits(l Limits) error {
 	}
 	old := ms.lim
 	ms.lim = l
-	for _, ss := range subjectsOver(ms.subjects, old, l) {
+	for _, ss := range subjectsOver(&ms.subjects, old, l) {
 		ms.trimSubject(ss, uint64(l.MaxMsgsPerSubject))
 	}
 	ms.trimOldest()
@@ -312,7 +311,7 @@ func (ms *MemStore) remove(seq uint64) bool {
 	ms.msgs.del(seq)
 	ms.bytes -= m.size
 	ms.rep.add(-1, -int64(m.size), seq, m.m.Subject)
-	ss := ms.subjects[m.m.Subject]
+	ss := ms.subjects.get(m.m.Subject)
 	ss.remove(seq, func(before uint64) uint64 {
 		for p := before - 1; p > ss.first; p-- {
 			if pm := ms.msgs.get(p); pm != nil && pm.m.Subject == ss.name {
@@ -322,7 +321,7 @@ func (ms *MemStore) remove(seq uint64) bool {
 		return ss.first
 	})
 	if ss.msgs == 0 {
-		delete(ms.subjects, ss.name)
+		ms.subjects.drop(ss)
 	}
 	if ms.msgs.n == 0 {
 		ms.first = ms.last + 1
@@ -405,7 +404,7 @@ func (ms *MemStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 		for seq = ms.last; seq >= ms.first && seq > 0 && ms.msgs.get(seq) == nil; seq-- {
 		}
 	default:
-		eachSubject(ms.subjects, filter, func(ss *subjState) { seq = max(seq, ss.last) })
+		eachSubject(&ms.subjects, filter, func(ss *subjState) { seq = max(seq, ss.last) })
 	}
 	m := ms.msgs.get(seq)
 	if m == nil {
@@ -420,7 +419,7 @@ func (ms *MemStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 	start = max(start, ms.first)
 	all, wild := matchesAll(filter), sublist.IsWildcard(filter)
 	if !all && !wild {
-		ss := ms.subjects[filter]
+		ss := ms.subjects.get(filter)
 		if ss == nil {
 			return nil, ErrEOF
 		}
@@ -445,7 +444,7 @@ func (ms *MemStore) FilteredState(filter string, start uint64) SimpleState {
 	start = max(start, ms.first)
 	all, wild := matchesAll(filter), sublist.IsWildcard(filter)
 	if !all && !wild {
-		ss := ms.subjects[filter]
+		ss := ms.subjects.get(filter)
 		if ss == nil {
 			return st
 		}
@@ -484,7 +483,7 @@ func (ms *MemStore) Purge() (uint64, error) {
 		ms.rep.add(-int64(n), -int64(ms.bytes), 0, "")
 	}
 	ms.msgs = memIndex{}
-	ms.subjects = map[string]*subjState{}
+	ms.subjects = subjIndex{}
 	ms.bytes = 0
 	ms.first = ms.last + 1
 	return n, nil
@@ -510,7 +509,7 @@ func (ms *MemStore) PurgeEx(filter string, below, keep uint64) (uint64, error) {
 	ms.mu.Lock()
 	defer ms.unlock()
 	var total, lo, hi uint64
-	eachSubject(ms.subjects, filter, func(ss *subjState) {
+	eachSubject(&ms.subjects, filter, func(ss *subjState) {
 		if total == 0 || ss.first < lo {
 			lo = ss.first
 		}
@@ -592,10 +591,11 @@ func (ms *MemStore) MultiLastSeqs(filters []string, maxSeq uint64, maxAllowed in
 	if maxSeq == 0 {
 		maxSeq = ms.last
 	}
-	return multiLast(ms.subjects, filters, maxAllowed, func(ss *subjState) uint64 {
+	return multiLast(&ms.subjects, filters, maxAllowed, func(ss *subjState) uint64 {
 		upTo := min(maxSeq, ss.last)
 		if ss.tracked {
-			return lastListed(ss.seqs, upTo)
+			var buf [2]uint64
+			return lastListed(ss.list(&buf), upTo)
 		}
 		for seq := upTo; seq >= ss.first && seq > 0; seq-- {
 			if m := ms.msgs.get(seq); m != nil && m.m.Subject == ss.name {
@@ -613,7 +613,7 @@ func (ms *MemStore) SubjectsState(filter string) map[string]SimpleState {
 		filter = ">"
 	}
 	var st map[string]SimpleState
-	eachSubject(ms.subjects, filter, func(ss *subjState) {
+	eachSubject(&ms.subjects, filter, func(ss *subjState) {
 		if st == nil {
 			st = map[string]SimpleState{}
 		}
@@ -626,10 +626,8 @@ func (ms *MemStore) State() State {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()
 	st := ms.stateLocked()
-	st.Subjects = make(map[string]uint64, len(ms.subjects))
-	for k, v := range ms.subjects {
-		st.Subjects[k] = v.msgs
-	}
+	st.Subjects = make(map[string]uint64, ms.subjects.len())
+	ms.subjects.all(func(ss *subjState) { st.Subjects[ss.name] = ss.msgs })
 	return st
 }
 
@@ -642,7 +640,7 @@ func (ms *MemStore) FastState() State {
 func (ms *MemStore) stateLocked() State {
 	n := uint64(ms.msgs.n)
 	st := State{Msgs: n, Bytes: ms.bytes, FirstSeq: ms.first, LastSeq: ms.last, LastTS: ms.lastTS,
-		NumSubjects: len(ms.subjects)}
+		NumSubjects: ms.subjects.len()}
 	if n > 0 {
 		st.FirstTS = ms.msgs.get(ms.first).m.TS
 		st.Deleted = ms.last - ms.first + 1 - n

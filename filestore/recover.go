@@ -460,9 +460,9 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			}
 			if r.kind == kindMsg && !deleted(r.seq) {
 				name := ld.subjs.name(r.sub)
-				ss := s.subjects[name]
+				ss := s.subjects.get(name)
 				if ss == nil {
-					ss = s.newSubj(name)
+					ss = s.subjects.add(name)
 				}
 				ss.add(r.seq)
 				e.sid = ss.id
@@ -487,11 +487,11 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	}
 	// Subjects gave their lists up while their messages were dense so far;
 	// those whose messages ended up far apart take them back.
-	for _, ss := range s.subjects {
+	s.subjects.all(func(ss *subjState) {
 		if ss.sparse() {
 			ss.relist(func(after uint64) uint64 { return s.nextOf(ss, after) })
 		}
-	}
+	})
 
 	// Name the lost sequences: holes inside and between blocks, and whatever
 	// the index knew about that the blocks no longer hold.

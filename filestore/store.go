@@ -290,42 +290,42 @@ func matchesAll(filter string) bool { return filter == "" || filter == ">" }
 // eachSubject calls fn for each subject of subjects that filter (a subject
 // or a wildcard filter) selects. A filter that selects everything is the
 // caller's to handle: it has cheaper ways than going subject by subject.
-func eachSubject(subjects map[string]*subjState, filter string, fn func(*subjState)) {
+func eachSubject(subjects *subjIndex, filter string, fn func(*subjState)) {
 	if !sublist.IsWildcard(filter) {
-		if ss := subjects[filter]; ss != nil {
+		if ss := subjects.get(filter); ss != nil {
 			fn(ss)
 		}
 		return
 	}
-	for name, ss := range subjects {
-		if sublist.MatchFilter(name, filter) {
+	subjects.all(func(ss *subjState) {
+		if sublist.MatchFilter(ss.name, filter) {
 			fn(ss)
 		}
-	}
+	})
 }
 
 // subjectsOver lists the subjects that a per-subject limit lowered from old
 // to l leaves over it, in name order, so that what trimming them reports
 // does not depend on the map's order (and trimming may drop subjects from
 // the map while the list is walked).
-func subjectsOver(subjects map[string]*subjState, old, l Limits) []*subjState {
+func subjectsOver(subjects *subjIndex, old, l Limits) []*subjState {
 	n := l.MaxMsgsPerSubject
 	if n <= 0 || (old.MaxMsgsPerSubject > 0 && n >= old.MaxMsgsPerSubject) {
 		return nil
 	}
 	var over []*subjState
-	for _, ss := range subjects {
+	subjects.all(func(ss *subjState) {
 		if ss.msgs > uint64(n) {
 			over = append(over, ss)
 		}
-	}
+	})
 	slices.SortFunc(over, func(a, b *subjState) int { return strings.Compare(a.name, b.name) })
 	return over
 }
 
 // multiLast is MultiLastSeqs over subjects, with last giving a subject's
 // newest message in bounds (0 for none).
-func multiLast(subjects map[string]*subjState, filters []string, maxAllowed int, last func(*subjState) uint64) ([]uint64, error) {
+func multiLast(subjects *subjIndex, filters []string, maxAllowed int, last func(*subjState) uint64) ([]uint64, error) {
 	var seqs []uint64
 	var seen map[*subjState]bool // several filters may overlap
 	if len(filters) > 1 {

@@ -1184,18 +1184,19 @@ func subjOf(s Store, name string) subjSnapshot {
 	case *FileStore:
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		ss = s.subjects[name]
+		ss = s.subjects.get(name)
 	case *MemStore:
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		ss = s.subjects[name]
+		ss = s.subjects.get(name)
 	}
 	if ss == nil {
 		return subjSnapshot{}
 	}
 	snap := subjSnapshot{Msgs: ss.msgs, Last: ss.last, Tracked: ss.tracked}
 	if ss.tracked {
-		snap.First, snap.Seqs = ss.first, slices.Clone(ss.seqs)
+		var buf [2]uint64
+		snap.First, snap.Seqs = ss.first, slices.Clone(ss.list(&buf))
 	}
 	return snap
 }

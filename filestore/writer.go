@@ -547,7 +547,7 @@ func (s *FileStore) apply(o *op) {
 	l := &s.cfg.Limits
 	switch o.kind {
 	case opStore:
-		ss := s.subjects[o.subj]
+		ss := s.subjects.get(o.subj)
 		if l.Discard == DiscardNew {
 			if l.MaxMsgs > 0 && s.msgs+1 > uint64(l.MaxMsgs) {
 				o.err = ErrMaxMsgs
@@ -569,7 +569,7 @@ func (s *FileStore) apply(o *op) {
 		if ss == nil {
 			// The caller's string may share memory it reuses (a zero-copy
 			// parser's buffer); the index keeps its own copy.
-			ss = s.newSubj(strings.Clone(o.subj))
+			ss = s.subjects.add(strings.Clone(o.subj))
 		}
 		ts := stampNow()
 		if o.at != 0 {
@@ -700,7 +700,7 @@ func (s *FileStore) purgeEx(filter string, below, keep uint64) uint64 {
 	}
 	var match []*subjState
 	var total, lo, hi uint64
-	eachSubject(s.subjects, filter, func(ss *subjState) {
+	eachSubject(&s.subjects, filter, func(ss *subjState) {
 		match = append(match, ss)
 		if total == 0 || ss.first < lo {
 			lo = ss.first
@@ -722,7 +722,8 @@ func (s *FileStore) purgeEx(filter string, below, keep uint64) uint64 {
 		n++
 	}
 	if len(match) == 1 && match[0].tracked {
-		for _, seq := range slices.Clone(match[0].seqs) { // removing changes the list
+		var buf [2]uint64
+		for _, seq := range slices.Clone(match[0].list(&buf)) { // removing changes the list
 			if seq > hi || n == quota {
 				break
 			}
@@ -732,7 +733,7 @@ func (s *FileStore) purgeEx(filter string, below, keep uint64) uint64 {
 	}
 	// Several subjects (or one whose sequences are not listed): walk the
 	// range they span once, in sequence order, which keep needs.
-	want := make([]bool, len(s.subjByID))
+	want := make([]bool, s.subjects.ids())
 	for _, ss := range match {
 		want[ss.id] = true
 	}
@@ -798,7 +799,7 @@ func (s *FileStore) setLimits(l Limits) {
 	old := s.cfg.Limits
 	s.cfg.Limits = l
 	s.maxMsgSize.Store(l.MaxMsgSize)
-	for _, ss := range subjectsOver(s.subjects, old, l) {
+	for _, ss := range subjectsOver(&s.subjects, old, l) {
 		s.trimSubject(ss, uint64(l.MaxMsgsPerSubject))
 	}
 	s.trimOldest()
@@ -835,32 +836,6 @@ func (s *FileStore) nextOf(ss *subjState, after uint64) uint64 {
 	return 0
 }
 
-// newSubj starts tracking a subject, numbering it for ents; mu held.
-func (s *FileStore) newSubj(name string) *subjState {
-	ss := &subjState{name: name}
-	if n := len(s.freeIDs); n > 0 {
-		ss.id = s.freeIDs[n-1]
-		s.freeIDs = s.freeIDs[:n-1]
-		s.subjByID[ss.id] = ss
-	} else {
-		if len(s.subjByID) == 0 {
-			s.subjByID = append(s.subjByID, nil)
-		}
-		ss.id = uint32(len(s.subjByID))
-		s.subjByID = append(s.subjByID, ss)
-	}
-	s.subjects[name] = ss
-	return ss
-}
-
-// dropSubj forgets a subject with no messages left; no live ent refers to
-// its number any more, so the number can be reused. mu held.
-func (s *FileStore) dropSubj(ss *subjState) {
-	delete(s.subjects, ss.name)
-	s.subjByID[ss.id] = nil
-	s.freeIDs = append(s.freeIDs, ss.id)
-}
-
 // removeSeq marks seq removed and fixes counters; it emits nothing.
 func (s *FileStore) removeSeq(seq uint64) bool {
 	b := s.findBlock(seq)
@@ -871,7 +846,7 @@ func (s *FileStore) removeSeq(seq uint64) bool {
 	if !e.live() {
 		return false
 	}
-	ss := s.subjByID[e.sid]
+	ss := s.subjects.byID(e.sid)
 	e.sid = 0
 	b.live--
 	if b.live == 0 {
@@ -890,7 +865,7 @@ func (s *FileStore) removeSeq(seq uint64) bool {
 		return ss.first
 	})
 	if ss.msgs == 0 {
-		s.dropSubj(ss)
+		s.subjects.drop(ss)
 	}
 	if seq == s.first {
 		s.advanceFirst()
