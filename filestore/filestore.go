@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/natsd/natsd/filestore/vfs"
 	"github.com/natsd/natsd/sublist"
 )
 
@@ -700,7 +701,11 @@ func (s *FileStore) LoadMsg(seq uint64) (*StoredMsg, error) {
 	return s.loadLocked(seq)
 }
 
-func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) {
+func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) { return s.loadWait(seq, true) }
+
+// loadWait is loadLocked; without wait it reads only what is in memory and fails with
+// ErrWouldBlock otherwise.
+func (s *FileStore) loadWait(seq uint64, wait bool) (*StoredMsg, error) {
 	b := s.findBlock(seq)
 	if b == nil {
 		return nil, ErrNotFound
@@ -709,7 +714,10 @@ func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) {
 	if !e.live() {
 		return nil, ErrNotFound
 	}
-	rec, err := s.readRec(b, e)
+	rec, err := s.readRec(b, e, wait)
+	if err == ErrWouldBlock {
+		return nil, err
+	}
 	if err == nil {
 		rv, n, ok := parseRecord(rec)
 		if ok && n == len(rec) && rv.seq == seq && rv.kind == kindMsg {
@@ -751,10 +759,11 @@ func clone(b []byte) []byte {
 
 // readRec returns the plaintext record bytes; the caller holds mu.RLock.
 // For a sealed block they are the block cache's, to be copied; otherwise
-// they were read (or decrypted) for this call alone.
-func (s *FileStore) readRec(b *block, e *ent) ([]byte, error) {
+// they were read (or decrypted) for this call alone. Without wait it fails
+// with ErrWouldBlock where it would have to wait for a lock or the device.
+func (s *FileStore) readRec(b *block, e *ent, wait bool) ([]byte, error) {
 	if b.sealed {
-		raw, err := s.sealedRaw(b)
+		raw, err := s.sealedRaw(b, wait)
 		if err != nil {
 			return nil, err
 		}
@@ -766,7 +775,7 @@ func (s *FileStore) readRec(b *block, e *ent) ([]byte, error) {
 	if b.f == nil {
 		return nil, ErrNotFound
 	}
-	buf, err := s.readAhead(b, e)
+	buf, err := s.readAhead(b, e, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -786,13 +795,35 @@ const raChunk = 64 << 10
 // readAhead returns a fresh copy of e's record bytes in the unsealed block b (mu held for
 // reading), from the read-ahead when it has them, else reading them (and, for a reader
 // streaming through the block, a chunk past them).
-func (s *FileStore) readAhead(b *block, e *ent) ([]byte, error) {
+func (s *FileStore) readAhead(b *block, e *ent, wait bool) ([]byte, error) {
 	off, n := int64(e.off), int64(e.slen)
-	s.cmu.Lock()
+	if !wait {
+		if !s.cmu.TryLock() {
+			return nil, ErrWouldBlock
+		}
+	} else {
+		s.cmu.Lock()
+	}
 	if s.ra.b == b && off >= s.ra.off && off+n <= s.ra.off+int64(len(s.ra.data)) {
 		buf := append([]byte(nil), s.ra.data[off-s.ra.off:off-s.ra.off+n]...)
 		s.ra.lastB, s.ra.lastEnd = b, off+n
 		s.cmu.Unlock()
+		return buf, nil
+	}
+	if !wait {
+		// One record from the page cache, leaving the read-ahead to readers that may wait.
+		s.cmu.Unlock()
+		nw, ok := b.f.(vfs.NoWaitReader)
+		if !ok {
+			return nil, ErrWouldBlock
+		}
+		buf := make([]byte, n)
+		if _, err := nw.ReadAtNoWait(buf, off); err != nil {
+			if err == vfs.ErrWouldBlock {
+				err = ErrWouldBlock
+			}
+			return nil, err
+		}
 		return buf, nil
 	}
 	streaming := s.ra.lastB == b && s.ra.lastEnd == off
@@ -834,11 +865,20 @@ func (s *FileStore) readAhead(b *block, e *ent) ([]byte, error) {
 	return buf, nil
 }
 
-func (s *FileStore) sealedRaw(b *block) ([]byte, error) {
-	s.cmu.Lock()
+func (s *FileStore) sealedRaw(b *block, wait bool) ([]byte, error) {
+	if !wait {
+		if !s.cmu.TryLock() {
+			return nil, ErrWouldBlock
+		}
+	} else {
+		s.cmu.Lock()
+	}
 	defer s.cmu.Unlock()
 	if raw, ok := s.cache[b]; ok {
 		return raw, nil
+	}
+	if !wait {
+		return nil, ErrWouldBlock
 	}
 	if b.f == nil {
 		// Closed: the store has stopped, or the block was dropped.
@@ -878,6 +918,24 @@ func (s *FileStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 		return nil, ErrNotFound
 	}
 	return s.loadLocked(seq)
+}
+
+func (s *FileStore) TryLoadLastMsg(subject string) (*StoredMsg, error) {
+	if matchesAll(subject) || sublist.IsWildcard(subject) {
+		return nil, ErrWouldBlock
+	}
+	if !s.mu.TryRLock() {
+		return nil, ErrWouldBlock
+	}
+	defer s.mu.RUnlock()
+	var seq uint64
+	if ss := s.subjects.get(subject); ss != nil {
+		seq = s.lastOfLocked(ss, math.MaxUint64)
+	}
+	if seq == 0 || seq < s.first {
+		return nil, ErrNotFound
+	}
+	return s.loadWait(seq, false)
 }
 
 // lastOfLocked is the newest acknowledged message of subject ss at or below
@@ -1187,7 +1245,7 @@ func (s *FileStore) entTS(b *block, e *ent) int64 {
 
 // recTS reads e's exact timestamp from its record; mu held.
 func (s *FileStore) recTS(b *block, e *ent) (int64, bool) {
-	rec, err := s.readRec(b, e)
+	rec, err := s.readRec(b, e, true)
 	if err != nil {
 		return 0, false
 	}

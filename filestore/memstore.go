@@ -413,6 +413,21 @@ func (ms *MemStore) LoadLastMsg(filter string) (*StoredMsg, error) {
 	return copyMsg(&m.m), nil
 }
 
+func (ms *MemStore) TryLoadLastMsg(subject string) (*StoredMsg, error) {
+	if matchesAll(subject) || sublist.IsWildcard(subject) || !ms.mu.TryRLock() {
+		return nil, ErrWouldBlock
+	}
+	defer ms.mu.RUnlock()
+	var m *memMsg
+	if ss := ms.subjects.get(subject); ss != nil {
+		m = ms.msgs.get(ss.last)
+	}
+	if m == nil {
+		return nil, ErrNotFound
+	}
+	return copyMsg(&m.m), nil
+}
+
 func (ms *MemStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error) {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()

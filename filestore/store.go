@@ -45,6 +45,11 @@ type Store interface {
 
 	// LoadLastMsg returns the newest message whose subject matches filter.
 	LoadLastMsg(filter string) (*StoredMsg, error)
+	// TryLoadLastMsg is LoadLastMsg for a subject without wildcards that never
+	// waits: where it would have to wait for a lock or for the device it fails
+	// with ErrWouldBlock, and the caller asks LoadLastMsg from where it may wait.
+	// A reactor answers a KV get with it.
+	TryLoadLastMsg(subject string) (*StoredMsg, error)
 	// LoadNextMsg returns the first message with seq >= start whose subject
 	// matches filter.
 	LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
@@ -282,6 +287,8 @@ var (
 	ErrTooManyResults = errors.New("filestore: too many matching results for request")
 	ErrSeqOrder       = errors.New("filestore: sequence at or below the last one")
 	ErrMemGap         = errors.New("filestore: sequence gap too large for a memory store")
+	// ErrWouldBlock is TryLoadLastMsg's answer when it could not answer at once.
+	ErrWouldBlock = errors.New("filestore: load would block")
 )
 
 // matchesAll reports whether a filter selects every message.

@@ -88,6 +88,29 @@ func (s *stream) directGet(m *loop.WorkMsg) {
 	s.directBatch(&req, send)
 }
 
+// directTry answers a get by key (the subject's last message named in the request's own
+// subject, no body, no headers: a KV get) on the requester's reactor, when the store can
+// load it without waiting; anything else, or a load that would wait, goes to directGet on
+// the worker. The answer is the one directGet gives.
+func (s *stream) directTry(prefix string) func(m *loop.Msg) bool {
+	return func(m *loop.Msg) bool {
+		if len(m.Reply) == 0 || m.Hdr != 0 || len(m.Data) != 0 || s.closed.Load() ||
+			len(m.Subject) <= len(prefix)+1 || m.Subject[len(prefix)] != '.' || string(m.Subject[:len(prefix)]) != prefix {
+			return false
+		}
+		sm, err := s.store.TryLoadLastMsg(string(m.Subject[len(prefix)+1:]))
+		switch err {
+		case nil:
+			s.a.direct.Respond(m, s.stamped(sm, false, 0, 0), sm.Data)
+		case filestore.ErrNotFound:
+			s.a.direct.Respond(m, status("404 Message Not Found"), nil)
+		default:
+			return false
+		}
+		return true
+	}
+}
+
 // stamped is a stored message's header block with the direct-get headers added.
 func (s *stream) stamped(sm *filestore.StoredMsg, batch bool, np, lseq uint64) []byte {
 	var h []byte

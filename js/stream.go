@@ -226,7 +226,11 @@ func (s *stream) subscribe(cfg *StreamConfig) error {
 			subjs = append(subjs, "$JS."+d+".API.DIRECT.GET."+s.name, "$JS."+d+".API.DIRECT.GET."+s.name+".>")
 		}
 		for _, subj := range subjs {
-			sub, err := s.a.direct.Worker(subj, "_sys_", s.directGet)
+			var try func(*loop.Msg) bool
+			if prefix, ok := strings.CutSuffix(subj, ".>"); ok {
+				try = s.directTry(prefix)
+			}
+			sub, err := s.a.direct.WorkerOrInline(subj, "_sys_", try, s.directGet)
 			if err != nil {
 				return err
 			}

@@ -203,7 +203,25 @@ func (ic *InternalClient) Inline(subject, queue string, fn func(m *Msg)) (*Subsc
 // Worker subscribes with a handler that runs on this client's worker goroutine, one message
 // at a time in the order they were delivered, with its own copy of each.
 func (ic *InternalClient) Worker(subject, queue string, fn func(m *WorkMsg)) (*Subscription, error) {
+	return ic.WorkerOrInline(subject, queue, nil, fn)
+}
+
+// WorkerOrInline is Worker with a first try on the publisher's reactor: try is shown each
+// message there (its bytes borrowed for the call; it must not block or do I/O) and answers
+// what it can, typically with Respond; what it returns false for goes to fn on the worker
+// as with Worker. A request answered inline skips two hand-offs between goroutines (to the
+// worker, and from the worker's publish back to a reactor): a KV get's round trip.
+func (ic *InternalClient) WorkerOrInline(subject, queue string, try func(m *Msg) bool, fn func(m *WorkMsg)) (*Subscription, error) {
 	return ic.subscribe(ic.c.acc, subject, queue, func(r *reactor, from *client, op *parser.Op, depth int) bool {
+		if try != nil {
+			m := &r.hmsg[depth]
+			*m = Msg{Subject: op.Subject, Reply: op.Reply, Hdr: op.HdrLen, Data: op.Msg, from: from, r: r, depth: depth}
+			done := try(m)
+			*m = Msg{}
+			if done {
+				return true
+			}
+		}
 		q := &ic.work
 		if q.limited && !q.admit(len(op.Msg)) {
 			m := &r.hmsg[depth]
@@ -215,6 +233,31 @@ func (ic *InternalClient) Worker(subject, queue string, fn func(m *WorkMsg)) (*S
 		r.queueWork(q, fn, from, op)
 		return true
 	})
+}
+
+// Respond publishes a reply to m, which an inline try handler (WorkerOrInline) is being
+// shown, and routes it at once on that handler's reactor, as a nested delivery: a requester
+// on this reactor has it in its outbound queue before the handler returns. hdr is a full
+// header block or nil. It reports whether anyone got the reply.
+func (ic *InternalClient) Respond(m *Msg, hdr, payload []byte) bool {
+	r, d := m.r, m.depth
+	if r == nil || len(m.Reply) == 0 || d+1 >= maxRouteDepth || ic.stopped.Load() || ic.e.stopping.Load() {
+		return false
+	}
+	b := append(append(r.rbuf[d][:0], hdr...), payload...)
+	op := &r.resp[d]
+	*op = parser.Op{Kind: parser.KindPub, Subject: m.Reply, HdrLen: len(hdr), Msg: b}
+	if len(hdr) > 0 {
+		op.Kind = parser.KindHPub
+	}
+	ok := r.route(ic.c.acc, ic.c, op, d+1)
+	*op = parser.Op{}
+	if cap(b) <= 64<<10 { // a big reply's buffer is not kept for the next
+		r.rbuf[d] = b[:0]
+	} else {
+		r.rbuf[d] = nil
+	}
+	return ok
 }
 
 // Enqueue hands fn to the client's worker as if a subscription had delivered m: it runs

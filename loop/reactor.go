@@ -29,6 +29,8 @@ type reactor struct {
 	mapd [maxRouteDepth]parser.Op
 	fwd  [maxRouteDepth]parser.Op
 	hmsg [maxRouteDepth]Msg
+	resp [maxRouteDepth]parser.Op // an inline handler's reply (InternalClient.Respond)
+	rbuf [maxRouteDepth][]byte
 	rts  [maxRouteDepth][]routeTarget // remote servers a message goes to (forward.go)
 	// localOnly is set while a message is routed for this server's subscribers only (an
 	// imported stream): route subscriptions do not take it.

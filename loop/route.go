@@ -15,6 +15,9 @@ type Msg struct {
 	Hdr            int    // length of the header block at the start of Data (0: none)
 	Data           []byte // header block, then payload
 	from           *client
+	// r and depth are where an inline handler runs, for Respond.
+	r     *reactor
+	depth int
 }
 
 // Payload is the message without its header block.

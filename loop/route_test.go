@@ -289,3 +289,47 @@ func mustTransform(t *testing.T, src, dst string) *transform.Transform {
 	}
 	return tr
 }
+
+// TestWorkerOrInline checks a request the inline try answers is replied to before the
+// requester's next op is read (in its outbound queue as the handler returns, headers
+// and all), one it declines reaches the worker, and the worker's reply follows.
+func TestWorkerOrInline(t *testing.T) {
+	e := routeEngine(t)
+	a := e.account("A", true)
+	ic := e.NewInternalClient(KindSystem, a, "sys")
+	var tried, worked sync.WaitGroup
+	tried.Add(2)
+	worked.Add(1)
+	if _, err := ic.WorkerOrInline("get.>", "q", func(m *Msg) bool {
+		defer tried.Done()
+		if string(m.Subject) != "get.fast" {
+			return false
+		}
+		if !ic.Respond(m, []byte("NATS/1.0\r\nK: v\r\n\r\n"), []byte("inline")) {
+			t.Errorf("inline reply reached no one")
+		}
+		return true
+	}, func(m *WorkMsg) {
+		defer worked.Done()
+		_ = ic.Publish(m.Reply, "", nil, []byte("worker:"+m.Subject))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := dialInto(t, e, a)
+	c.send("CONNECT {\"headers\":true}\r\nSUB r.> 1\r\nPUB get.fast r.1 0\r\n\r\nPUB get.slow r.2 0\r\n\r\n")
+	got := c.flush()
+	// The inline reply is routed while the PUB is, so it precedes the PONG.
+	want := []string{"HMSG r.1 1 18 24\r\n", "NATS/1.0\r\n", "K: v\r\n", "\r\n", "inline\r\n"}
+	if len(got) < len(want) || strings.Join(got[:len(want)], "") != strings.Join(want, "") {
+		t.Fatalf("before PONG: %q", got)
+	}
+	tried.Wait()
+	worked.Wait()
+	rest := got[len(want):]
+	for len(rest) < 2 {
+		rest = append(rest, c.line())
+	}
+	if rest[0] != "MSG r.2 1 15\r\n" || rest[1] != "worker:get.slow\r\n" {
+		t.Fatalf("worker reply: %q", rest)
+	}
+}

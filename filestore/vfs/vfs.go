@@ -6,6 +6,7 @@
 package vfs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 
@@ -39,6 +40,17 @@ type File interface {
 	Size() (int64, error)
 	Close() error
 }
+
+// NoWaitReader is a File that can read without waiting for the device: ReadAtNoWait
+// returns what the page cache holds or fails with ErrWouldBlock. A reader that must not
+// block (a reactor) uses it and hands the read to a worker when it fails. Files on
+// systems without such a read, and test file systems, do not implement it.
+type NoWaitReader interface {
+	ReadAtNoWait(p []byte, off int64) (int, error)
+}
+
+// ErrWouldBlock is ReadAtNoWait's answer when the bytes are not in memory.
+var ErrWouldBlock = errors.New("vfs: read would block")
 
 // OSFS is the real file system.
 type OSFS struct{}
