@@ -6,7 +6,9 @@
 # streams at once (100 CLI processes in parallel, one stream each), and the consumer side: `nats
 # bench js fetch`, `consume` (durable pull consumer, explicit acks) and `ordered` (ephemeral
 # ordered consumer) reading a file stream prefilled with N messages by `nats bench js pub async`
-# (unmeasured) in the same server. 128 B payloads everywhere.
+# (unmeasured) in the same server; and KV: `nats bench kv put` (one client, each put waiting for
+# its ack) and `nats bench kv get` (direct gets by key of a bucket prefilled with N keys by
+# `nats bench kv put`, unmeasured). 128 B payloads everywhere.
 #
 # Every run gets a fresh server on a free 127.0.0.1 port with a fresh store directory (deleted
 # afterwards). Round 0 calibrates: it runs each row on each side with a small count, unmeasured,
@@ -28,11 +30,12 @@
 #                   do the same for one row.
 #   TARGET_S=3      calibrated duration of a measured run, in seconds (TARGET_MANY_S=10 for the
 #                   100-stream row, whose clients take about 2 s to start and spread their starts)
-#   MSGS_FETCH, MSGS_CONSUME, MSGS_ORDERED: the same for a consumer row (the prefill is as many)
-#   ROWS="async sync mem many fetch consume ordered"   rows to run
+#   MSGS_FETCH, MSGS_CONSUME, MSGS_ORDERED, MSGS_KVGET: the same for a row that reads (the
+#                   prefill is as many); MSGS_KVPUT for kv put
+#   ROWS="async sync mem many fetch consume ordered kvput kvget"   rows to run
 #   SIDES="natsd nats-server nats-server-always"   sides to run
-#   CONSUMER_SIDES="natsd nats-server"   sides of SIDES the consumer rows run on (prefilling a
-#                   stream at nats-server-always's ~2,000 msgs/s would take minutes)
+#   CONSUMER_SIDES="natsd nats-server"   sides of SIDES the consumer and kv get rows run on
+#                   (prefilling at nats-server-always's ~2,000 msgs/s would take minutes)
 #   STREAMS=100     streams (and CLI processes) in the "many" row
 #   BATCH=500       --batch of `nats bench js pub async` (the CLI's default)
 #   PRECREATE=1     create the streams with `nats stream add` before each run (unmeasured) and
@@ -52,7 +55,7 @@ NATSD=$1 REF=$2 NATS=$3
 ROUNDS=${ROUNDS:-${4:-3}}
 TARGET_S=${TARGET_S:-3}
 TARGET_MANY_S=${TARGET_MANY_S:-10}
-ROWS=${ROWS:-async sync mem many fetch consume ordered}
+ROWS=${ROWS:-async sync mem many fetch consume ordered kvput kvget}
 SIDES=${SIDES:-natsd nats-server nats-server-always}
 CONSUMER_SIDES=${CONSUMER_SIDES:-natsd nats-server}
 STREAMS=${STREAMS:-100}
@@ -78,17 +81,24 @@ if [ "$FSTYPE" = tmpfs ]; then
   echo "warning: $TMP is on tmpfs, where fsync is free; set JS_TMPDIR to a directory on a disk" >&2
 fi
 
-declare -A BASE=([async]=10000 [sync]=2000 [mem]=50000 [many]=50000 [fetch]=50000 [consume]=50000 [ordered]=50000)
-declare -A MAXN=([async]=1000000 [sync]=100000 [mem]=1000000 [many]=1000000 [fetch]=2000000 [consume]=2000000 [ordered]=2000000)
+declare -A BASE=([async]=10000 [sync]=2000 [mem]=50000 [many]=50000 [fetch]=50000 [consume]=50000 [ordered]=50000
+  [kvput]=2000 [kvget]=2000)
+declare -A MAXN=([async]=1000000 [sync]=100000 [mem]=1000000 [many]=1000000 [fetch]=2000000 [consume]=2000000 [ordered]=2000000
+  [kvput]=100000 [kvget]=200000)
 declare -A FIXED=([async]=${MSGS_ASYNC:-${MSGS:-}} [sync]=${MSGS_SYNC:-${MSGS:-}} [mem]=${MSGS_MEM:-${MSGS:-}} [many]=${MSGS_MANY:-${MSGS:-}}
-  [fetch]=${MSGS_FETCH:-${MSGS:-}} [consume]=${MSGS_CONSUME:-${MSGS:-}} [ordered]=${MSGS_ORDERED:-${MSGS:-}})
+  [fetch]=${MSGS_FETCH:-${MSGS:-}} [consume]=${MSGS_CONSUME:-${MSGS:-}} [ordered]=${MSGS_ORDERED:-${MSGS:-}}
+  [kvput]=${MSGS_KVPUT:-${MSGS:-}} [kvget]=${MSGS_KVGET:-${MSGS:-}})
 declare -A TITLE=([async]="js pub async, file, 1 stream" [sync]="js pub sync, file, 1 stream"
   [mem]="js pub async, memory, 1 stream" [many]="js pub async, file, $STREAMS streams"
   [fetch]="js fetch (durable pull, explicit ack), file" [consume]="js consume (durable pull, explicit ack), file"
-  [ordered]="js ordered (ephemeral ordered consumer), file")
+  [ordered]="js ordered (ephemeral ordered consumer), file"
+  [kvput]="kv put (one client, each put waits for its ack), file" [kvget]="kv get (one client, direct get by key), file")
 declare -A COUNT=() FAILED=() CALRATE=()
 
 is_consumer() { case $1 in fetch | consume | ordered) return 0 ;; esac; return 1; }
+is_kv() { case $1 in kvput | kvget) return 0 ;; esac; return 1; }
+# rows that read what an unmeasured prefill stored; they run on CONSUMER_SIDES only
+is_prefilled() { is_consumer "$1" || [ "$1" = kvget ]; }
 log() { echo "[$(date +%T)] $*" >&2; }
 ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null; }
 freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
@@ -101,6 +111,7 @@ stream_of() {
   case $1 in
     async | sync | fetch | consume | ordered) echo benchstream js.bench file 1GB ;;
     mem) echo benchstream js.bench memory 1GB ;;
+    kvput | kvget) echo KV_benchbucket '$KV.benchbucket.>' file 1GB ;;
     many) echo "bench$2 js.bench.$2 file 64MB" ;;
   esac
 }
@@ -110,6 +121,12 @@ stream_of() {
 cli_args() {
   local row=$1 m=$2 k=${3:-} name subj storage maxb mode=async
   read -r name subj storage maxb <<<"$(stream_of "$row" "$k")"
+  if is_kv "$row"; then
+    # the bucket (benchbucket, file, history 1) is made by `nats bench kv put` itself
+    CMD=(--timeout "$ACK_TIMEOUT" bench kv "${row#kv}" --msgs "$m" --no-progress)
+    [ "$row" = kvput ] && CMD+=(--size "$SIZE")
+    return
+  fi
   if is_consumer "$row"; then
     CMD=(--timeout "$ACK_TIMEOUT" bench js "$row" --stream "$name" --msgs "$m" --no-progress)
     return
@@ -133,6 +150,7 @@ add_args() {
 # precreate URL ROW → creates the row's streams (PRECREATE=1), unmeasured; sets ERR on failure
 precreate() {
   local k pids=() rc=0
+  is_kv "$2" && return # a KV bucket has no allow_batched to avoid
   if [ "$2" = many ]; then
     for k in $(seq "$STREAMS"); do
       add_args many "$k"
@@ -178,15 +196,15 @@ stored() {
     jq -r 'select(.streams) | "\(.total) \([.streams[].state.messages] | add // 0)"' 2>/dev/null
 }
 
-# prefill URL M → M messages in the consumer rows' stream, by the CLI's own async publisher
-# (unmeasured); sets ERR on failure
+# prefill URL ROW M → M messages in the consumer rows' stream, by the CLI's own async
+# publisher, or M keys in the KV bucket by its putter (unmeasured); sets ERR on failure
 prefill() {
-  local rc
-  cli_args async "$2"
+  local rc m=$3
+  if [ "$2" = kvget ]; then cli_args kvput "$m"; else cli_args async "$m"; fi
   timeout -k 2 "$CLI_TIMEOUT" "$NATS" --no-context -s "$1" "${CMD[@]}" >"$TMP/prefill.out" 2>&1
   rc=$?
   if [ "$rc" != 0 ] || [ -z "$(rate_of "$TMP/prefill.out")" ]; then
-    ERR="prefill of $2 msgs: rc=$rc: $(grep -v '^$' "$TMP/prefill.out" | tail -1)"
+    ERR="prefill of $m msgs: rc=$rc: $(grep -v '^$' "$TMP/prefill.out" | tail -1)"
   fi
 }
 
@@ -230,8 +248,8 @@ run() {
     precreate "$url" "$row"
     if [ -n "$ERR" ]; then stop_server; rm -rf "$dir" "$dir.conf"; return; fi
   fi
-  if is_consumer "$row"; then
-    prefill "$url" "$m"
+  if is_prefilled "$row"; then
+    prefill "$url" "$row" "$m"
     if [ -n "$ERR" ]; then stop_server; rm -rf "$dir" "$dir.conf"; return; fi
   fi
   t0=$(ticks "$SP")
@@ -281,7 +299,7 @@ run() {
       ERR="CLI timed out after ${CLI_TIMEOUT}s"
     elif [ "$rc" != 0 ] || [ -z "$r" ]; then
       ERR="CLI rc=$rc: $(grep -v '^$' "$out" | tail -1)"
-    elif [ "$row" = sync ]; then
+    elif [ "$row" = sync ] || is_kv "$row"; then
       p50=$(p50_of "$out"); [ -n "$p50" ] || p50="-"
     elif [ "$row" = fetch ] || [ "$row" = consume ]; then
       acked "$url" "$m"
@@ -326,7 +344,7 @@ for round in $(seq 0 "$ROUNDS"); do
     for j in $(seq 0 $((NS - 1))); do
       side=${SIDE_LIST[$(( (j + (round > 0 ? round - 1 : 0)) % NS ))]}
       [ -n "${FAILED[$row.$side]:-}" ] && continue
-      if is_consumer "$row" && [[ " $CONSUMER_SIDES " != *" $side "* ]]; then continue; fi
+      if is_prefilled "$row" && [[ " $CONSUMER_SIDES " != *" $side "* ]]; then continue; fi
       if [ "$round" = 0 ]; then
         [ -n "${FIXED[$row]}" ] && { COUNT[$row.$side]=${FIXED[$row]}; continue; }
         # 100 streams: a short calibration run measures only the CLI processes starting, so size
@@ -386,7 +404,7 @@ echo "| row (nats bench, 128 B) | metric | natsd | nats-server | natsd / nats-se
 echo "|---|---|---:|---:|---:|---:|---:|"
 for row in "${ROW_LIST[@]}"; do
   metrics=$'3|msgs/s|0\n4|server CPU ns/msg|0'
-  [ "$row" = sync ] && metrics=$'3|msgs/s|0\n5|latency p50 µs|1\n4|server CPU ns/msg|0'
+  { [ "$row" = sync ] || is_kv "$row"; } && metrics=$'3|msgs/s|0\n5|latency p50 µs|1\n4|server CPU ns/msg|0'
   [ "$row" = many ] && metrics=$'3|msgs/s (all / span)|0\n5|msgs/s (Σ of clients)|0\n4|server CPU ns/msg|0'
   is_consumer "$row" && metrics=$'3|msgs/s|0\n4|server CPU ns/delivery|0'
   while IFS='|' read -r f name prec; do
@@ -399,8 +417,8 @@ echo "($ROUNDS measured rounds per side after a calibration round, side order ro
 echo " msgs/s as printed by nats bench; for $STREAMS streams, all messages / (last client's end − first client's start),"
 echo " which the clients' staggered start-up understates, and the sum of the clients' own rates, which overstates;"
 echo " CPU = server utime+stime over the CLI run / messages stored (consumer rows: delivered, over the consumer bench only);"
-echo " p50 = the CLI's per-message sync publish latency; consumer rows on $CONSUMER_SIDES only, each reading a stream"
-echo " prefilled with as many messages as it consumes;"
+echo " p50 = the CLI's per-message sync publish (kv: put or get) latency; consumer and kv get rows on $CONSUMER_SIDES"
+echo " only, each reading a stream (bucket) prefilled with as many messages (keys) as it reads;"
 how="made by \`nats bench --create\`"; [ "$PRECREATE" = 1 ] && how="made beforehand by \`nats stream add\` (PRECREATE=1)"
 echo " streams $how; store on $FSTYPE under ${TMP%/*};"
 echo " ratios natsd / side: msgs/s higher is better, CPU and latency lower is better)"
@@ -433,9 +451,9 @@ done
 for row in "${ROW_LIST[@]}"; do
   if [ "$row" = many ]; then cli_args many "N/$STREAMS" K; else cli_args "$row" N; fi
   echo "  ${TITLE[$row]}:"
-  if is_consumer "$row"; then
+  if is_prefilled "$row"; then
     local_cmd=("${CMD[@]}")
-    cli_args async N
+    if [ "$row" = kvget ]; then cli_args kvput N; else cli_args async N; fi
     echo "    $(printf '%q ' "$NATS" --no-context -s nats://127.0.0.1:PORT "${CMD[@]}")  # prefill, unmeasured"
     CMD=("${local_cmd[@]}")
   fi
