@@ -66,7 +66,7 @@ func (a *account) serveAPI() error {
 		}
 	}
 	for _, subj := range subjects {
-		sub, err := a.api.Worker(subj, "", a.handleAPI)
+		sub, err := a.api.WorkerOrInline(subj, "", a.apiTry, a.handleAPI)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package js
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"sort"
@@ -95,6 +96,68 @@ type apiReq struct {
 	body    []byte
 	from    loop.Origin
 }
+
+// apiTry drops, on the publisher's reactor, a direct get or a pull request that a stream's or
+// a consumer's own subscription is answering: $JS.API.> matches those too, and the worker would
+// only look the stream or consumer up, find it and return (directFallback, nextFallback), at
+// the cost of a copy and a goroutine hand-off per KV get. What it cannot tell without waiting
+// for a lock, and everything else, goes to handleAPI.
+func (a *account) apiTry(m *loop.Msg) bool {
+	subj := m.Subject
+	if !bytes.HasPrefix(subj, jsPrefix) {
+		return false
+	}
+	subj = subj[len(jsPrefix):]
+	if bytes.HasPrefix(subj, apiPrefix) {
+		subj = subj[len(apiPrefix):]
+	} else if d := a.js.cfg.Domain; d != "" && len(subj) > len(d) && string(subj[:len(d)]) == d &&
+		bytes.HasPrefix(subj[len(d):], domainAPIPrefix) {
+		subj = subj[len(d)+len(domainAPIPrefix):]
+	} else {
+		return false
+	}
+	var name, con []byte
+	next := false
+	switch {
+	case bytes.HasPrefix(subj, directGetPrefix):
+		name, _, _ = bytes.Cut(subj[len(directGetPrefix):], dot)
+	case bytes.HasPrefix(subj, msgNextPrefix):
+		next = true
+		name, con, _ = bytes.Cut(subj[len(msgNextPrefix):], dot)
+		con, _, _ = bytes.Cut(con, dot)
+	default:
+		return false
+	}
+	if len(m.Reply) == 0 {
+		return true // the fallback answers only a request
+	}
+	if !a.mu.TryRLock() {
+		return false
+	}
+	s := a.streams[string(name)]
+	a.mu.RUnlock()
+	if s == nil {
+		return false
+	}
+	if !next {
+		return s.config().AllowDirect
+	}
+	if !s.cons.mu.TryRLock() {
+		return false
+	}
+	c := s.cons.byID[string(con)]
+	s.cons.mu.RUnlock()
+	return c != nil
+}
+
+var (
+	jsPrefix        = []byte("$JS.")
+	apiPrefix       = []byte("API.")
+	domainAPIPrefix = []byte(".API.")
+	directGetPrefix = []byte("DIRECT.GET.")
+	msgNextPrefix   = []byte("CONSUMER.MSG.NEXT.")
+	dot             = []byte(".")
+)
 
 // handleAPI serves one $JS.API request on the account's worker goroutine.
 func (a *account) handleAPI(m *loop.WorkMsg) {
