@@ -539,6 +539,7 @@ func TestJSConsumerBackupRestore(t *testing.T) {
 	natsCLI(t)
 	jsCompare(t, func(t *testing.T, tg target) any {
 		nc, js := jsStart(t, tg, Config{})
+		keepAccountDir(t, nc) // S is deleted and restored
 		ctx := jsCtx(t)
 		s := mustStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
 		publishN(t, js, "s.a", 10)

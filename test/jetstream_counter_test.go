@@ -258,7 +258,8 @@ func TestJetStreamCounterMaxPayload(t *testing.T) {
 
 func TestJetStreamCounterConfig(t *testing.T) {
 	jsCompare(t, func(t *testing.T, tg target) any {
-		_, js := jsStart(t, tg, Config{})
+		nc, js := jsStart(t, tg, Config{})
+		keepAccountDir(t, nc) // the cases below delete and create again the account's only stream
 		ctx := context.Background()
 		obs := map[string]any{}
 		base := jetstream.StreamConfig{Name: "C", Subjects: []string{"c.>"}, AllowMsgCounter: true}
