@@ -125,6 +125,14 @@ func (ms *MemStore) StoreAsync(subj string, hdr, msg []byte, cb func(uint64, int
 	}
 }
 
+// StoreAsyncHeld is StoreAsync: the memory store has no writer to hold records for.
+func (ms *MemStore) StoreAsyncHeld(subj string, hdr, msg []byte, cb func(uint64, int64, error)) {
+	ms.StoreAsync(subj, hdr, msg, cb)
+}
+
+// Flush has nothing to do: every store call completes before it returns.
+func (ms *MemStore) Flush(bool) {}
+
 func (ms *MemStore) StoreMsg(subj string, hdr, msg []byte) (uint64, int64, error) {
 	return ms.store(0, 0, subj, hdr, msg)
 }

@@ -21,6 +21,14 @@ type Store interface {
 	// synced batches) and must not block. hdr and msg are copied before
 	// StoreAsync returns.
 	StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error))
+	// StoreAsyncHeld is StoreAsync for a caller that stores several records in a row and
+	// then calls Flush: the records wait for the Flush (or for the next call that queues
+	// other work) before the store starts on them.
+	StoreAsyncHeld(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error))
+	// Flush starts on what StoreAsyncHeld queued. With inline the caller may be made to do
+	// the work itself (FileStore: when its writer is idle), so it may block for a commit
+	// and have callbacks run on its goroutine; it must hold no lock a callback takes.
+	Flush(inline bool)
 	// StoreMsg is the blocking form of StoreAsync.
 	StoreMsg(subj string, hdr, msg []byte) (seq uint64, ts int64, err error)
 	// StoreAt stores a message at seq, stamped ts (a restored snapshot, a mirror, a

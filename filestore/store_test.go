@@ -277,6 +277,96 @@ func TestStoreAsyncCallback(t *testing.T) {
 	})
 }
 
+// TestStoreAsyncHeld: held records wait for Flush (or for other work to join them), keep
+// their order with what comes after them, and are never lost by Stop. A Flush(true) on a
+// store that commits in groups, with its writer idle, commits before it returns.
+func TestStoreAsyncHeld(t *testing.T) {
+	forEach(t, func(t *testing.T, k storeKind) {
+		dir := t.TempDir()
+		s := k.open(t, dir, Limits{})
+		var mu sync.Mutex
+		var got []uint64
+		cb := func(seq uint64, ts int64, err error) {
+			if err != nil {
+				t.Errorf("cb: %v", err)
+			}
+			mu.Lock()
+			got = append(got, seq)
+			mu.Unlock()
+		}
+		done := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got)
+		}
+		grouped := k.name == "file" || k.name == "file-s2-aes"
+
+		// Held, then flushed inline: committed on this goroutine.
+		for i := 0; i < 10; i++ {
+			s.StoreAsyncHeld("held", nil, []byte(fmt.Sprint(i)), cb)
+		}
+		if grouped {
+			time.Sleep(20 * time.Millisecond)
+			if n := done(); n != 0 {
+				t.Fatalf("%d held records acknowledged before Flush", n)
+			}
+		}
+		s.Flush(true)
+		if grouped || k.name == "mem" {
+			if n := done(); n != 10 {
+				t.Fatalf("after Flush(true): %d of 10 acknowledged", n)
+			}
+		}
+
+		// Held, then a blocking store: it must not wait forever behind them, and it comes
+		// after them.
+		for i := 0; i < 5; i++ {
+			s.StoreAsyncHeld("held", nil, []byte("x"), cb)
+		}
+		if seq := mustStore(t, s, "after", "y"); seq != 16 {
+			t.Fatalf("store after 15 held: seq %d", seq)
+		}
+
+		// Held, then Flush(false): the writer takes them.
+		for i := 0; i < 5; i++ {
+			s.StoreAsyncHeld("held", nil, []byte("z"), cb)
+		}
+		s.Flush(false)
+		deadline := time.Now().Add(10 * time.Second)
+		for done() < 20 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+
+		// Held and never flushed: Stop stores them.
+		for i := 0; i < 3; i++ {
+			s.StoreAsyncHeld("last", nil, []byte("w"), cb)
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		want := make([]uint64, 0, 23)
+		for i := uint64(1); i <= 24; i++ {
+			if i != 16 {
+				want = append(want, i)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("acknowledged %v, want %v", got, want)
+		}
+		mu.Unlock()
+		if k.name == "mem" {
+			return
+		}
+		s = k.open(t, dir, Limits{})
+		defer s.Stop()
+		if st := s.State(); st.Msgs != 24 || st.LastSeq != 24 {
+			t.Fatalf("reopened: %d msgs, last %d", st.Msgs, st.LastSeq)
+		}
+		checkLoad(t, s, 24, "last", "w")
+	})
+}
+
 func TestLimits(t *testing.T) {
 	forEach(t, func(t *testing.T, k storeKind) {
 		t.Run("maxmsgs", func(t *testing.T) {

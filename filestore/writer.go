@@ -84,20 +84,28 @@ func (s *FileStore) writer() {
 		select {
 		case <-s.wake:
 		case <-tick:
+			s.drainMu.Lock()
 			s.periodicSync()
+			s.drainMu.Unlock()
 			continue
 		}
-		if s.drain() {
+		s.drainMu.Lock()
+		if s.drain(true) {
 			s.shutdown()
+			s.drainMu.Unlock()
 			return
 		}
+		s.drainMu.Unlock()
 	}
 }
 
 // drain applies queued operations until the queue stays empty, committing
-// on the way. It reports whether the store is closing.
-func (s *FileStore) drain() bool {
-	yielded := false
+// on the way. It reports whether the store is closing. linger is false for a
+// Flush by the stream worker that queued the records: what would join the
+// commit during a yield reaches the store through that same worker, so there
+// is nothing to wait for.
+func (s *FileStore) drain(linger bool) bool {
+	yielded := !linger
 	for {
 		s.qmu.Lock()
 		ops, closing := s.queue, s.closed
@@ -111,7 +119,7 @@ func (s *FileStore) drain() bool {
 		s.qmu.Unlock()
 		if len(ops) > 0 {
 			s.process(ops)
-			yielded = false
+			yielded = !linger
 			if c := s.cur; c != nil && (len(s.wbuf) >= maxCommitBytes || time.Since(c.since) >= maxLinger) {
 				s.commit()
 			}
@@ -126,7 +134,7 @@ func (s *FileStore) drain() bool {
 			continue
 		}
 		s.commit()
-		yielded = false
+		yielded = !linger
 	}
 }
 
@@ -1117,7 +1125,7 @@ func (s *FileStore) armExpiry() {
 		d = time.Millisecond
 	}
 	if s.timer == nil {
-		s.timer = time.AfterFunc(d, func() { s.enqueue(&op{kind: opExpire}, false) })
+		s.timer = time.AfterFunc(d, func() { s.enqueue(&op{kind: opExpire}, false, false) })
 	} else {
 		s.timer.Reset(d)
 	}

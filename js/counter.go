@@ -191,7 +191,7 @@ func (s *stream) counterBase(subject string) (*counterTotal, *APIError) {
 	s.imu.Lock()
 	ct := s.ctr.totals[subject]
 	for ct != nil && ct.reload {
-		s.settled.Wait()
+		s.waitSettled()
 		ct = s.ctr.totals[subject]
 	}
 	s.imu.Unlock()

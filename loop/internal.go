@@ -281,6 +281,14 @@ func (ic *InternalClient) SetWorkLimit(msgs int, bytes int64, full func(m *Msg))
 	q.limited, q.maxMsgs, q.maxBytes, q.full = true, int64(msgs), bytes, full
 }
 
+// SetBatchEnd has the client's worker call fn after each batch of n messages it handled,
+// with more telling whether another batch is already waiting. A handler that defers work
+// to the end of its batch (a stream's store flush) does it there. Set it before
+// subscribing.
+func (ic *InternalClient) SetBatchEnd(fn func(n int, more bool)) {
+	ic.work.batchEnd = fn
+}
+
 // subscribe places an internal subscription in acc (normally the client's own).
 func (ic *InternalClient) subscribe(acc *Account, subject, queue string, fn func(*reactor, *client, *parser.Op, int) bool) (*Subscription, error) {
 	return ic.subscribeOpt(acc, subject, queue, false, fn)
@@ -334,6 +342,8 @@ type workQueue struct {
 	maxMsgs, maxBytes int64
 	qMsgs, qBytes     atomic.Int64
 	full              func(*Msg)
+
+	batchEnd func(n int, more bool) // SetBatchEnd
 }
 
 // admit counts a message of n bytes in, or reports false when the queue is full.
@@ -433,6 +443,12 @@ func (q *workQueue) run() {
 			*it = workItem{}
 		}
 		putWorkItems(items)
+		if q.batchEnd != nil {
+			q.mu.Lock()
+			more := len(q.items) > 0
+			q.mu.Unlock()
+			q.batchEnd(len(items), more)
+		}
 	}
 }
 

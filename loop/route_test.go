@@ -2,8 +2,10 @@ package loop
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -331,5 +333,51 @@ func TestWorkerOrInline(t *testing.T) {
 	}
 	if rest[0] != "MSG r.2 1 15\r\n" || rest[1] != "worker:get.slow\r\n" {
 		t.Fatalf("worker reply: %q", rest)
+	}
+}
+
+// TestWorkerBatchEnd: the worker calls the batch-end hook after the messages of a batch,
+// telling whether another batch already waits; the last call says none does.
+func TestWorkerBatchEnd(t *testing.T) {
+	e := routeEngine(t)
+	a := e.account("A", true)
+	ic := e.NewInternalClient(KindSystem, a, "sys")
+	var mu sync.Mutex
+	var log []string
+	ends := make(chan bool, 100)
+	ic.SetBatchEnd(func(n int, more bool) {
+		mu.Lock()
+		log = append(log, fmt.Sprint("end ", n, " ", more))
+		mu.Unlock()
+		ends <- more
+	})
+	release := make(chan struct{})
+	if _, err := ic.Worker("w.>", "", func(m *WorkMsg) {
+		if m.Subject == "w.block" {
+			<-release // the next batch queues up meanwhile
+		}
+		mu.Lock()
+		log = append(log, m.Subject)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := dialInto(t, e, a)
+	c.send("CONNECT {}\r\nPUB w.block 0\r\n\r\n")
+	c.flush()
+	c.send("PUB w.1 0\r\n\r\nPUB w.2 0\r\n\r\n")
+	c.flush() // both queued behind the blocked handler
+	close(release)
+	if more := <-ends; !more {
+		t.Fatalf("first batch's end: more = false with a batch waiting")
+	}
+	if more := <-ends; more {
+		t.Fatalf("last batch's end: more = true")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"w.block", "end 1 true", "w.1", "w.2", "end 2 false"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("order %q, want %q", log, want)
 	}
 }
