@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/natsd/natsd/filestore/vfs"
 )
 
 // A Journal is one write-ahead log shared by every file store under a root directory
@@ -52,9 +55,11 @@ type Journal struct {
 	leading bool // a committer is writing a group
 
 	// The leading committer's own.
-	act  *jseg
-	gen  uint64
-	wbuf []byte
+	act    *jseg
+	gen    uint64
+	wbuf   []byte
+	direct bool   // write segments with WriteAtSync (until it fails with ErrNoDirect)
+	dbuf   []byte // sector-aligned buffer for direct writes
 
 	cmu     sync.Mutex
 	cond    *sync.Cond
@@ -94,6 +99,9 @@ type jseg struct {
 	gen   uint64
 	off   int64
 	files map[File]struct{} // block files with writes in this segment
+	// tail is the segment's bytes from the start of the sector holding off up to off: a
+	// direct write rewrites that sector whole.
+	tail []byte
 }
 
 // jwrite is one write a store made to a block file, to be journaled.
@@ -130,7 +138,7 @@ func OpenJournal(fsys FS, root, dir string, logf func(string, ...any)) (*Journal
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{fs: fsys, root: root, dir: dir, logf: logf,
+	j := &Journal{fs: fsys, root: root, dir: dir, logf: logf, direct: true,
 		ckwake: make(chan struct{}, 1), ckdone: make(chan struct{})}
 	j.cond = sync.NewCond(&j.cmu)
 	// Generations only grow, across runs too: a reused segment's stale entries (an earlier
@@ -286,15 +294,30 @@ func (j *Journal) write(reqs []*jreq) error {
 	if p := j.failure.Load(); p != nil {
 		return *p
 	}
-	var touched []*jseg
+	var touched []*jseg // segments written through the page cache: synced at the end
 	j.wbuf = j.wbuf[:0]
 	var start int64
 	flush := func() error {
 		if len(j.wbuf) == 0 {
 			return nil
 		}
+		if j.direct {
+			err := j.writeDirect(j.act, start, j.wbuf)
+			if err == nil {
+				j.wbuf = j.wbuf[:0]
+				return nil
+			}
+			if !errors.Is(err, vfs.ErrNoDirect) {
+				return err
+			}
+			j.direct = false
+			j.logf("filestore: journal %s: no direct writes here, writing through the page cache", j.dir)
+		}
 		if _, err := j.act.f.WriteAt(j.wbuf, start); err != nil {
 			return err
+		}
+		if !slices.Contains(touched, j.act) {
+			touched = append(touched, j.act)
 		}
 		j.wbuf = j.wbuf[:0]
 		return nil
@@ -309,8 +332,10 @@ func (j *Journal) write(reqs []*jreq) error {
 			if err := flush(); err != nil {
 				return err
 			}
-			if err := j.act.f.Datasync(); err != nil {
-				return err
+			if slices.Contains(touched, j.act) {
+				if err := j.act.f.Datasync(); err != nil {
+					return err
+				}
 			}
 			touched = touched[:0]
 		}
@@ -320,12 +345,10 @@ func (j *Journal) write(reqs []*jreq) error {
 		start = 0
 		j.wbuf = appendJournalHeader(j.wbuf, j.act.gen)
 		j.act.off = journalHdrLen
-		touched = append(touched, j.act)
 		return nil
 	}
 	if j.act != nil {
 		start = j.act.off
-		touched = append(touched, j.act)
 	}
 	for _, r := range reqs {
 		if r.mark {
@@ -359,6 +382,39 @@ func (j *Journal) write(reqs []*jreq) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// writeDirect writes b at off in sg by whole sectors, durably: the sector b starts in is
+// rewritten with the bytes before off that it already holds (sg.tail), and the last one
+// is padded with zeros, which replay reads as the end of the entries (a segment's unused
+// space is zeros or an earlier use's entries, which replay stops at too).
+func (j *Journal) writeDirect(sg *jseg, off int64, b []byte) error {
+	dw, ok := sg.f.(vfs.DirectWriter)
+	if !ok {
+		return vfs.ErrNoDirect
+	}
+	const sec = vfs.SectorSize
+	first := off &^ (sec - 1)
+	pre := int(off - first)
+	if pre != len(sg.tail) {
+		return fmt.Errorf("filestore: journal %s: direct write at %d with %d bytes of its sector known", j.dir, off, len(sg.tail))
+	}
+	n := pre + len(b)
+	size := (n + sec - 1) &^ (sec - 1)
+	if cap(j.dbuf) < size {
+		j.dbuf = vfs.AlignedBuf(max(size, 2*cap(j.dbuf)))
+	}
+	buf := j.dbuf[:size]
+	copy(buf, sg.tail)
+	copy(buf[pre:], b)
+	clear(buf[n:])
+	if err := dw.WriteAtSync(buf, first); err != nil {
+		return err
+	}
+	end := off + int64(len(b))
+	last := end &^ (sec - 1)
+	sg.tail = append(sg.tail[:0], buf[last-first:end-first]...)
 	return nil
 }
 
@@ -398,7 +454,7 @@ func (j *Journal) rotate() error {
 	sg := j.free[0]
 	j.free = j.free[1:]
 	j.gen++
-	sg.gen, sg.off, sg.files = j.gen, 0, make(map[File]struct{})
+	sg.gen, sg.off, sg.files, sg.tail = j.gen, 0, make(map[File]struct{}), sg.tail[:0]
 	j.act = sg
 	if len(j.free) == 0 && j.nsegs < journalMaxSegs {
 		// The checkpointer makes the next segment now, off the commit path.

@@ -24,6 +24,7 @@
 package powerfs
 
 import (
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -52,6 +53,7 @@ type FS struct {
 	overlaps int               // writes that completed while a sync was in progress
 	onSync   func()
 	delayRng *rand.Rand
+	noDirect atomic.Bool
 }
 
 var _ vfs.FS = (*FS)(nil)
@@ -67,6 +69,10 @@ type file struct {
 	fs *FS
 	in *inode
 }
+
+// NoDirect makes WriteAtSync fail with vfs.ErrNoDirect, as on a file system without
+// direct writes, so that a test can take its caller's other path.
+func (p *FS) NoDirect() { p.noDirect.Store(true) }
 
 // New returns an empty file system.
 func New() *FS {
@@ -310,6 +316,7 @@ func (p *FS) Cut(rng *rand.Rand) *FS {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := New()
+	q.noDirect.Store(p.noDirect.Load())
 	for d := range p.dirs {
 		q.dirs[d] = true
 	}
@@ -361,6 +368,7 @@ func (p *FS) Crash() *FS {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := New()
+	q.noDirect.Store(p.noDirect.Load())
 	for d := range p.dirs {
 		q.dirs[d] = true
 	}
@@ -420,6 +428,23 @@ func (f *file) Sync() error {
 // Datasync is modelled exactly as Sync: the double has no metadata apart
 // from names, which only SyncDir makes durable.
 func (f *file) Datasync() error { return f.Sync() }
+
+// WriteAtSync is a direct synchronous write: a write and a sync, with the sync's
+// window in the middle for a cut, as a real one can be cut before the device has
+// it. It checks the alignment a real direct write needs, so that a caller's
+// mistake fails here and not only on a real disk.
+func (f *file) WriteAtSync(b []byte, off int64) error {
+	if f.fs.noDirect.Load() {
+		return vfs.ErrNoDirect
+	}
+	if len(b)%vfs.SectorSize != 0 || off%vfs.SectorSize != 0 || !vfs.Aligned(b) {
+		return fmt.Errorf("powerfs: direct write of %d bytes at %d not aligned to %d", len(b), off, vfs.SectorSize)
+	}
+	if _, err := f.WriteAt(b, off); err != nil {
+		return err
+	}
+	return f.Sync()
+}
 
 func (f *file) Truncate(n int64) error {
 	f.fs.mu.Lock()
