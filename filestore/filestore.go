@@ -364,14 +364,15 @@ type FileStore struct {
 		lastEnd int64
 	}
 
-	qmu    sync.Mutex
-	queue  []*op
-	queued int64   // record bytes in queue
-	free   [][]*op // op slices handed back after acknowledgement
-	closed bool
-	held   bool // StoreAsyncHeld queued records no one has been told of yet
-	wake   chan struct{}
-	done   chan struct{}
+	qmu      sync.Mutex
+	queue    []*op
+	queued   int64   // record bytes in queue
+	free     [][]*op // op slices handed back after acknowledgement
+	closed   bool
+	removing bool // StopForRemoval: shutdown only closes the files
+	held     bool // StoreAsyncHeld queued records no one has been told of yet
+	wake     chan struct{}
+	done     chan struct{}
 
 	// drainMu is held by whoever does the writer's work: the writer goroutine, or a caller
 	// of Flush that found it idle. Everything under "writer-owned" is theirs.
@@ -695,6 +696,21 @@ func (s *FileStore) enqueue(o *op, bounded, held bool) bool {
 
 // Stop drains pending writes, syncs, writes the index and closes files.
 func (s *FileStore) Stop() error {
+	return s.stop(true)
+}
+
+// StopForRemoval is Stop for a store whose directory is about to be removed: it applies
+// and acknowledges what is queued, then closes its files without writing index.db, syncing
+// its blocks or marking the journal (an fsync each, and the whole wait of a stream delete
+// but for the removal itself). What it acknowledged stays durable through the journal until
+// the directory is gone. The caller must then remove the directory, make the removal
+// durable and, when the store used a journal, call its Forget for the directory before a
+// store is made there again.
+func (s *FileStore) StopForRemoval() error {
+	return s.stop(false)
+}
+
+func (s *FileStore) stop(index bool) error {
 	s.qmu.Lock()
 	if s.closed {
 		s.qmu.Unlock()
@@ -702,6 +718,7 @@ func (s *FileStore) Stop() error {
 		return nil
 	}
 	s.closed = true
+	s.removing = !index
 	s.qmu.Unlock()
 	select {
 	case s.wake <- struct{}{}:

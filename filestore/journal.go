@@ -279,6 +279,18 @@ func (j *Journal) commit(r *jreq) error {
 	return err
 }
 
+// Forget marks the journal so that what stores in dir journaled so far is never replayed:
+// a store stopped with StopForRemoval, once its directory's removal is durable. (Before
+// that, a crash must still find its acknowledged writes here; after it, replay finds no
+// files to write them to, and the mark keeps it that way for a store made there again.)
+func (j *Journal) Forget(dir string) error {
+	key, err := j.key(dir)
+	if err != nil {
+		return err
+	}
+	return j.commit(&jreq{key: key, mark: true})
+}
+
 // key is a store directory's name in the journal: its path relative to the root.
 func (j *Journal) key(dir string) (string, error) {
 	rel, err := filepath.Rel(j.root, dir)

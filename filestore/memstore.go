@@ -673,6 +673,9 @@ func (ms *MemStore) stateLocked() State {
 
 func (ms *MemStore) Lost() LostInfo { return LostInfo{} }
 
+// StopForRemoval is Stop: the memory store has no files.
+func (ms *MemStore) StopForRemoval() error { return ms.Stop() }
+
 func (ms *MemStore) Stop() error {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -457,4 +458,83 @@ func TestWaitDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.WaitDurable(3) // a stopped store: returns
+}
+
+// TestStopForRemoval: a store stopped for removal writes no index.db and leaves what it
+// acknowledged to the journal: should the removal never happen, a power cut loses nothing.
+// Once the directory is removed and the journal told to Forget it, a store made again in
+// the same directory never gets the old writes replayed over its own.
+func TestStopForRemoval(t *testing.T) {
+	fsys := powerfs.New()
+	j, err := OpenJournal(fsys, "/js", "/journal", quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := "/js/acc/streams/S"
+	open := func(fsys FS, j *Journal) *FileStore {
+		s, err := Open(Config{Dir: dir, FS: fsys, Journal: j, BlockSize: 4096, Logf: quietLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(fsys, j)
+	for i := 0; i < 100; i++ {
+		mustStore(t, s, "old", fmt.Sprint(i))
+	}
+	if err := s.StopForRemoval(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := fsys.OpenFile(filepath.Join(dir, MsgsDir, indexName), false); err == nil {
+		f.Close()
+		t.Fatalf("index.db written by StopForRemoval")
+	}
+
+	// The removal never happens: a cut loses nothing.
+	cut := fsys.Cut(rand.New(rand.NewSource(1)))
+	j2, err := OpenJournal(cut, "/js", "/journal", quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = open(cut, j2)
+	if st := s.State(); st.Msgs != 100 || st.LastSeq != 100 || s.Lost().Msgs != 0 {
+		t.Fatalf("after a cut: %d msgs, last %d, lost %+v", st.Msgs, st.LastSeq, s.Lost())
+	}
+	for seq := uint64(1); seq <= 100; seq++ {
+		checkLoad(t, s, seq, "old", fmt.Sprint(seq-1))
+	}
+	s.Stop()
+	j2.Close()
+
+	// The removal happens and the journal forgets: a new store in the same place keeps
+	// its own records through a crash that leaves the journal unsynced to nothing.
+	if err := removeTree(fsys, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Forget(dir); err != nil {
+		t.Fatal(err)
+	}
+	s = open(fsys, j)
+	for i := 0; i < 3; i++ {
+		mustStore(t, s, "new", fmt.Sprint(i))
+	}
+	next := fsys.Crash()
+	s.Stop()
+	j.Close()
+	j, err = OpenJournal(next, "/js", "/journal", quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	s = open(next, j)
+	defer s.Stop()
+	if st := s.State(); st.Msgs != 3 || st.LastSeq != 3 {
+		t.Fatalf("re-made store after replay: %+v", st)
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		checkLoad(t, s, seq, "new", fmt.Sprint(seq-1))
+	}
 }

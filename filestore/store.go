@@ -123,6 +123,9 @@ type Store interface {
 	// concurrent callers' reports may interleave. nil stops the reports.
 	RegisterStorageUpdates(fn StorageUpdate)
 	Stop() error
+	// StopForRemoval is Stop for a store whose files are about to be deleted: it may skip
+	// what only serves a later open (FileStore: index.db).
+	StopForRemoval() error
 }
 
 // StorageUpdate reports a change in what a store holds. msgs and bytes are

@@ -159,14 +159,17 @@ func (s *FileStore) shutdown() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	s.qmu.Lock()
+	removing := s.removing
+	s.qmu.Unlock()
 	if s.grouped() {
 		s.fwg.Wait() // the finisher drains what it was handed, then ends
-		if s.finIdx != nil {
+		if s.finIdx != nil && !removing {
 			_ = s.writeIndexBytes(s.finIdx)
-			s.finIdx = nil
 		}
+		s.finIdx = nil
 	}
-	if s.failed() == nil {
+	if s.failed() == nil && !removing {
 		if s.act != nil && s.act.f != nil && s.cfg.SyncInterval >= 0 {
 			if err := s.act.f.Datasync(); err != nil {
 				s.fail(err)

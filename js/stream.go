@@ -23,6 +23,7 @@ type stream struct {
 	name    string
 	dir     string
 	store   filestore.Store
+	jn      *filestore.Journal   // the journal the store commits through, nil if none
 	ic      *loop.InternalClient // ingest (its worker) and acknowledgements
 	created time.Time
 
@@ -110,6 +111,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		}
 		if fc.SyncInterval == 0 {
 			fc.Journal = j.journal
+			s.jn = j.journal
 		}
 		fs, err := filestore.Open(fc)
 		if err != nil {
@@ -277,15 +279,30 @@ func (s *stream) stop(remove bool) error {
 	// read before the store stops: a stopped store's files are closed.
 	st := s.config().Storage
 	held := int64(s.store.FastState().Bytes)
-	err := s.store.Stop()
+	var err error
+	if remove {
+		err = s.store.StopForRemoval()
+	} else {
+		err = s.store.Stop()
+	}
 	s.ic.Close()
 	s.a.usage(st, -held)
 	if remove {
 		// The consumers' directory goes with the stream: a stream made again under the
 		// same name must sync its entry anew (syncParents stops at the ancestors it knows).
 		s.a.js.durableDirs.Delete(s.consumersDir())
-		if err := removeAll(s.a.js.cfg.FS, s.dir); err != nil && st == FileStorage {
-			return err
+		rerr := removeAll(s.a.js.cfg.FS, s.dir)
+		// The store left its acknowledged writes to the journal (StopForRemoval); with the
+		// directory durably gone they must never be replayed into a stream made again here.
+		// (Were the removal to fail half way, what is left is a stream being deleted: its
+		// writes are forgotten all the same.)
+		if s.jn != nil {
+			if err := s.jn.Forget(s.dir); err != nil && rerr == nil {
+				rerr = err
+			}
+		}
+		if rerr != nil && st == FileStorage {
+			return rerr
 		}
 	}
 	return err
