@@ -19,14 +19,16 @@ import (
 
 // A Journal is one write-ahead log shared by every file store under a root directory
 // (JetStream's store directory), so that many stores taking publishes at once are made
-// durable by one fdatasync per group commit instead of one per store.
+// durable by one write per group commit instead of one fdatasync per store.
 //
 // Why: on a virtual disk each fdatasync of a separate file costs a device write and a cache
 // flush (~100-300 µs), and concurrent fdatasyncs of different files barely overlap, so N
 // streams each committing on their own pay N of them per round (BenchmarkManyStores: 200k
 // appends/s with one store, 78k with 100, 10k with 1,000). With the journal a store still
 // writes its records into its block files (page cache only), then hands the same bytes to the
-// journal, which appends every waiting store's writes to one segment file and syncs it once.
+// journal, which appends every waiting store's writes to one segment file in one durable
+// write (direct and synchronous where the file system allows, see writeDirect; else a write
+// and an fdatasync).
 // Block files are synced later, in the background, before the journal space that covers
 // them is reused (a checkpoint).
 //
