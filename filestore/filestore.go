@@ -492,23 +492,17 @@ func (s *FileStore) blockPath(id uint64, sealed bool) string {
 // ---- public API ----
 
 func (s *FileStore) StoreAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error)) {
-	if err := checkMsg(s.maxMsgSize.Load(), subj, hdr, msg); err != nil {
-		if cb != nil {
-			cb(0, 0, err)
-		}
-		return
-	}
-	o := &op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
-		size: storedSize(subj, hdr, msg), cb: cb}
-	if !s.enqueue(o, true, false) && cb != nil {
-		cb(0, 0, ErrBusy)
-	}
+	s.storeAsync(subj, hdr, msg, cb, false)
 }
 
 // StoreAsyncHeld is StoreAsync without telling the writer: the record waits in the queue
 // until the caller's Flush (or any other call that queues work) hands it over. A stream's
 // worker stores a whole batch of publishes this way and flushes once at its end.
 func (s *FileStore) StoreAsyncHeld(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error)) {
+	s.storeAsync(subj, hdr, msg, cb, true)
+}
+
+func (s *FileStore) storeAsync(subj string, hdr, msg []byte, cb func(seq uint64, ts int64, err error), held bool) {
 	if err := checkMsg(s.maxMsgSize.Load(), subj, hdr, msg); err != nil {
 		if cb != nil {
 			cb(0, 0, err)
@@ -517,7 +511,7 @@ func (s *FileStore) StoreAsyncHeld(subj string, hdr, msg []byte, cb func(seq uin
 	}
 	o := &op{kind: opStore, rec: encodeRecord(kindMsg, subj, hdr, msg), subj: subj,
 		size: storedSize(subj, hdr, msg), cb: cb}
-	if !s.enqueue(o, true, true) && cb != nil {
+	if !s.enqueue(o, true, held) && cb != nil {
 		cb(0, 0, ErrBusy)
 	}
 }

@@ -159,29 +159,42 @@ func TestJournalMarkers(t *testing.T) {
 	if err := removeTree(fsys, dir); err != nil {
 		t.Fatal(err)
 	}
-	s = open()
-	for i := 0; i < 3; i++ {
-		mustStore(t, s, "again", fmt.Sprintf("again-%d", i))
+	checkRemadeSurvivesCrash(t, fsys, j, dir, "again")
+}
+
+// checkRemadeSurvivesCrash makes a store in dir (its earlier one gone, the journal told so)
+// and stores three records, then crashes with the journal unsynced to nothing, replays it and
+// reopens: the three records, and nothing of the earlier store, must be there.
+func checkRemadeSurvivesCrash(t *testing.T, fsys *powerfs.FS, j *Journal, dir, subj string) {
+	t.Helper()
+	open := func(fsys FS, j *Journal) *FileStore {
+		s, err := Open(Config{Dir: dir, FS: fsys, Journal: j, Logf: quietLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
-	// Power is cut with the journal unsynced to nothing: what it holds is all there is.
+	s := open(fsys, j)
+	for i := 0; i < 3; i++ {
+		mustStore(t, s, subj, fmt.Sprintf("%s-%d", subj, i))
+	}
+	// What the journal holds is all there is: the page cache survives, nothing was synced.
 	next := fsys.Crash()
 	s.Stop()
 	j.Close()
-	j, err = OpenJournal(next, "/js", "/journal", quietLog)
+	j, err := OpenJournal(next, "/js", "/journal", quietLog)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	fsys = next
-	s = open()
+	s = open(next, j)
 	defer s.Stop()
-	st := s.State()
-	if st.Msgs != 3 || st.LastSeq != 3 {
-		t.Fatalf("re-created stream after replay: %+v", st)
+	if st := s.State(); st.Msgs != 3 || st.LastSeq != 3 {
+		t.Fatalf("store made again, after replay: %+v", st)
 	}
 	for seq := uint64(1); seq <= 3; seq++ {
 		m, err := s.LoadMsg(seq)
-		if err != nil || m.Subject != "again" || !bytes.Equal(m.Data, []byte(fmt.Sprintf("again-%d", seq-1))) {
+		if err != nil || m.Subject != subj || !bytes.Equal(m.Data, []byte(fmt.Sprintf("%s-%d", subj, seq-1))) {
 			t.Fatalf("seq %d: %+v %v", seq, m, err)
 		}
 	}

@@ -517,24 +517,5 @@ func TestStopForRemoval(t *testing.T) {
 	if err := j.Forget(dir); err != nil {
 		t.Fatal(err)
 	}
-	s = open(fsys, j)
-	for i := 0; i < 3; i++ {
-		mustStore(t, s, "new", fmt.Sprint(i))
-	}
-	next := fsys.Crash()
-	s.Stop()
-	j.Close()
-	j, err = OpenJournal(next, "/js", "/journal", quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	s = open(next, j)
-	defer s.Stop()
-	if st := s.State(); st.Msgs != 3 || st.LastSeq != 3 {
-		t.Fatalf("re-made store after replay: %+v", st)
-	}
-	for seq := uint64(1); seq <= 3; seq++ {
-		checkLoad(t, s, seq, "new", fmt.Sprint(seq-1))
-	}
+	checkRemadeSurvivesCrash(t, fsys, j, dir, "new")
 }
