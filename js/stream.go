@@ -620,8 +620,6 @@ func storeError(err error) *APIError {
 	return JSStreamStoreFailedF.withErr(err)
 }
 
-// settle waits until every message handed to the store has been acknowledged, so that the
-// store and lseq are exact.
 // waitSettled waits (imu held) for the next acknowledgement. The records it waits for may
 // be held by the stream's worker (StoreAsyncHeld), possibly this very goroutine: the store
 // is told of them first.
@@ -630,6 +628,8 @@ func (s *stream) waitSettled() {
 	s.settled.Wait()
 }
 
+// settle waits until every message handed to the store has been acknowledged, so that the
+// store and lseq are exact.
 func (s *stream) settle() {
 	s.imu.Lock()
 	for s.inflight > 0 {

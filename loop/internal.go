@@ -442,12 +442,13 @@ func (q *workQueue) run() {
 			}
 			*it = workItem{}
 		}
+		n := len(items)
 		putWorkItems(items)
 		if q.batchEnd != nil {
 			q.mu.Lock()
 			more := len(q.items) > 0
 			q.mu.Unlock()
-			q.batchEnd(len(items), more)
+			q.batchEnd(n, more)
 		}
 	}
 }
