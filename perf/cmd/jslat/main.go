@@ -1,0 +1,155 @@
+// Command jslat compares the latency of one JetStream client's sequential operations across
+// server binaries started side by side, each with `-js` and a fresh store: a KV put, a sync
+// publish, or a stream create and delete, each waiting for its answer before the next. The
+// sides take turns in short chunks, the first side rotating each chunk, so that a disk or a
+// CPU whose speed drifts over minutes (these machines' do) weighs on every side alike; a
+// sequential run of one side after the other cannot tell a 10 % change from that drift.
+// Loopback only; it stops only the servers it started.
+//
+//	bin/jslat --bins bin/natsd,/tmp/natsd.old,.cache/tools/nats-server --op kvput
+//	bin/jslat --bins bin/natsd,.cache/tools/nats-server --op create --chunks 60 --per 1
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/natsd/natsd/perf/bench"
+)
+
+type side struct {
+	bin        string
+	js         jetstream.JetStream
+	kv         jetstream.KeyValue
+	chunkP50s  []time.Duration
+	all, extra []time.Duration // extra: the delete of a create/delete pair
+}
+
+func main() {
+	bins := flag.String("bins", "bin/natsd,.cache/tools/nats-server", "comma-separated server binaries")
+	op := flag.String("op", "kvput", "kvput (kv.Put, 128 B), pub (js.Publish, 128 B) or create (a stream created, then deleted)")
+	chunks := flag.Int("chunks", 20, "chunks per side, after one unmeasured")
+	per := flag.Int("per", 300, "operations per chunk")
+	flag.Parse()
+	if *op != "kvput" && *op != "pub" && *op != "create" {
+		fmt.Fprintln(os.Stderr, "jslat: --op is kvput, pub or create")
+		os.Exit(2)
+	}
+	var sides []*side
+	for _, b := range strings.Split(*bins, ",") {
+		s, stop, err := start(b)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jslat: %s: %v\n", b, err)
+			os.Exit(1)
+		}
+		defer stop()
+		sides = append(sides, s)
+	}
+	ctx := context.Background()
+	val := make([]byte, 128)
+	seq := 0
+	for c := 0; c <= *chunks; c++ {
+		for k := range sides {
+			s := sides[(k+c)%len(sides)]
+			var d []time.Duration
+			for i := 0; i < *per; i++ {
+				seq++
+				t := time.Now()
+				var err error
+				switch *op {
+				case "kvput":
+					_, err = s.kv.Put(ctx, "k"+strconv.Itoa(seq%1000), val)
+				case "pub":
+					_, err = s.js.Publish(ctx, "lat.x", val)
+				case "create":
+					name := "C" + strconv.Itoa(seq)
+					if _, err = s.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"c." + name}}); err == nil {
+						d = append(d, time.Since(t))
+						t = time.Now()
+						if err = s.js.DeleteStream(ctx, name); err == nil {
+							if c > 0 {
+								s.extra = append(s.extra, time.Since(t))
+							}
+							continue
+						}
+					}
+				}
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "jslat: %s: %v\n", s.bin, err)
+					os.Exit(1)
+				}
+				d = append(d, time.Since(t))
+			}
+			if c > 0 { // the first chunk warms every side up
+				s.chunkP50s = append(s.chunkP50s, bench.Quantile(d, 0.5))
+				s.all = append(s.all, d...)
+			}
+		}
+	}
+	what := map[string]string{"kvput": "kv.Put", "pub": "js.Publish", "create": "stream create"}[*op]
+	fmt.Printf("%s, %d chunks of %d per side, taking turns (%s)\n", what, *chunks, *per, time.Now().Format("2006-01-02 15:04"))
+	for _, s := range sides {
+		fmt.Printf("  %-40s p50 %8.1f µs  p90 %8.1f µs  median of chunk p50s %8.1f µs", s.bin,
+			us(bench.Quantile(s.all, 0.5)), us(bench.Quantile(s.all, 0.9)), us(bench.Quantile(s.chunkP50s, 0.5)))
+		if len(s.extra) > 0 {
+			fmt.Printf("  delete p50 %8.1f µs", us(bench.Quantile(s.extra, 0.5)))
+		}
+		fmt.Println()
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// start runs bin with JetStream on a fresh store and connects to it; a KV bucket "B" and a
+// stream "LAT" on lat.> are made for the put and publish ops.
+func start(bin string) (*side, func(), error) {
+	tmp, err := os.MkdirTemp("", "jslat")
+	if err != nil {
+		return nil, nil, err
+	}
+	port := bench.MustFreePort()
+	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(tmp, "store"))
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, err
+	}
+	stop := func() {
+		bench.StopProcess(cmd, 10*time.Second)
+		os.RemoveAll(tmp)
+	}
+	var nc *nats.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if nc, err = nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port)); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "B"})
+	if err == nil {
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "LAT", Subjects: []string{"lat.>"}})
+	}
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &side{bin: bin, js: js, kv: kv}, func() { nc.Close(); stop() }, nil
+}
