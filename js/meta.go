@@ -23,6 +23,12 @@ import (
 // meta.sum and the new one still under its temporary name: readMeta recognises that state
 // (meta.inf matches meta.sum.tmp) and finishes the update, so a crash leaves the old or the
 // new configuration, never none.
+//
+// A create (createMeta) syncs its two files under their temporary names and the directories
+// that name them all at once, and only then renames them into place, without another sync:
+// a stream directory with no meta.inf but a meta.inf.tmp that matches meta.sum.tmp holds a
+// create that was answered, and readMeta finishes it. One sync latency, where placing the
+// files and then syncing the directories took two.
 
 type metaFile struct {
 	Created time.Time `json:"created"`
@@ -44,22 +50,68 @@ func writeMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Time
 // placeMeta is writeMeta without its last step: the renames are not durable until dir is
 // synced.
 func placeMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Time) error {
-	b, err := json.Marshal(metaFile{Created: created.UTC(), StreamConfig: *cfg})
+	b, sum, err := encodeMeta(cfg, created)
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(b)
 	if err := syncAll(
 		func() error { return writeSynced(fs, filepath.Join(dir, metaName+".tmp"), b) },
-		func() error {
-			return writeSynced(fs, filepath.Join(dir, sumName+".tmp"), []byte(hex.EncodeToString(sum[:])))
-		}); err != nil {
+		func() error { return writeSynced(fs, filepath.Join(dir, sumName+".tmp"), sum) }); err != nil {
 		return err
 	}
 	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
 		return err
 	}
 	return fs.Rename(filepath.Join(dir, sumName+".tmp"), filepath.Join(dir, sumName))
+}
+
+// createMeta writes a new stream's metadata in dir (made, with msgs/ in it, by the caller)
+// and makes it durable together with the directory entries that lead to it: the two files'
+// syncs, dir's and whatever syncParents does run at once. The files are then renamed into
+// place; the renames need no sync of their own (see the top of this file).
+func createMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Time, parents func() error) error {
+	b, sum, err := encodeMeta(cfg, created)
+	if err != nil {
+		return err
+	}
+	var files []filestore.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, w := range []struct {
+		name string
+		data []byte
+	}{{metaName + ".tmp", b}, {sumName + ".tmp", sum}} {
+		f, err := fs.OpenFile(filepath.Join(dir, w.name), true)
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(w.data, 0); err != nil {
+			return err
+		}
+	}
+	if err := syncAll(files[0].Sync, files[1].Sync, func() error { return fs.SyncDir(dir) }, parents); err != nil {
+		return err
+	}
+	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
+		return err
+	}
+	return fs.Rename(filepath.Join(dir, sumName+".tmp"), filepath.Join(dir, sumName))
+}
+
+func encodeMeta(cfg *StreamConfig, created time.Time) (meta, sum []byte, err error) {
+	b, err := json.Marshal(metaFile{Created: created.UTC(), StreamConfig: *cfg})
+	if err != nil {
+		return nil, nil, err
+	}
+	h := sha256.Sum256(b)
+	return b, []byte(hex.EncodeToString(h[:])), nil
 }
 
 // syncAll runs independent steps that each end in a sync at once and returns the first
@@ -120,6 +172,13 @@ func readAll(fs filestore.FS, name string) ([]byte, error) {
 
 func readMeta(fs filestore.FS, dir string) (StreamConfig, time.Time, error) {
 	b, err := readAll(fs, filepath.Join(dir, metaName))
+	if errors.Is(err, os.ErrNotExist) {
+		// A create whose files were durable under their temporary names before it was
+		// answered, cut before its renames were (createMeta): finish it.
+		if b, err = createdMeta(fs, dir); err != nil {
+			return StreamConfig{}, time.Time{}, err
+		}
+	}
 	if err != nil {
 		return StreamConfig{}, time.Time{}, err
 	}
@@ -144,6 +203,28 @@ func readMeta(fs filestore.FS, dir string) (StreamConfig, time.Time, error) {
 		return StreamConfig{}, time.Time{}, err
 	}
 	return m.StreamConfig, m.Created, nil
+}
+
+// createdMeta finishes a create cut between its syncs and its renames: meta.inf.tmp matching
+// meta.sum.tmp is moved into place and its contents returned. Anything else is reported as
+// meta.inf missing (os.ErrNotExist), for cutShortCreate to judge.
+func createdMeta(fs filestore.FS, dir string) ([]byte, error) {
+	b, err := readAll(fs, filepath.Join(dir, metaName+".tmp"))
+	if err != nil {
+		return nil, os.ErrNotExist
+	}
+	sb, err := readAll(fs, filepath.Join(dir, sumName+".tmp"))
+	h := sha256.Sum256(b)
+	if err != nil || string(sb) != hex.EncodeToString(h[:]) {
+		return nil, os.ErrNotExist
+	}
+	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
+		return nil, err
+	}
+	if err := fs.Rename(filepath.Join(dir, sumName+".tmp"), filepath.Join(dir, sumName)); err != nil {
+		return nil, err
+	}
+	return b, fs.SyncDir(dir)
 }
 
 // cutShortCreate reports whether a stream directory whose metadata does not read is what a

@@ -82,17 +82,15 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 			return nil, err
 		}
 		// A memory stream lives as long as the server: nats-server does not bring it back.
-		// The directory, msgs/ in it and the metadata are made first, then the stream's
-		// directory and its parent are synced together: its entry, msgs/'s and the
-		// metadata's are durable before the reply, for two sync latencies, not five.
+		// The directory, msgs/ in it and the metadata are made first, then the metadata,
+		// the stream's directory and its parent are synced together (createMeta): its
+		// entry, msgs/'s and the metadata are durable before the reply, for one sync
+		// latency, not five.
 		fsys := j.cfg.FS
 		if err := fsys.MkdirAll(filepath.Join(s.dir, filestore.MsgsDir)); err != nil {
 			return nil, err
 		}
-		if err := placeMeta(fsys, s.dir, &cfg, created); err != nil {
-			return nil, err
-		}
-		if err := syncAll(func() error { return fsys.SyncDir(s.dir) },
+		if err := createMeta(fsys, s.dir, &cfg, created,
 			func() error { return syncParents(fsys, s.dir, filepath.Dir(j.cfg.Dir), &j.durableDirs) }); err != nil {
 			return nil, err
 		}
