@@ -59,9 +59,11 @@ func (s *FileStore) makeSpare(k int, limit int64) {
 	sp := spare{name: name}
 	f, err := s.fs.OpenFile(name, true)
 	if err == nil {
-		// Only a block that is fsync'd gains from preallocation: with
-		// SyncInterval < 0 the file starts empty and grows by appends.
-		if s.cfg.SyncInterval >= 0 {
+		// Only a block that is fsync'd on the commit path gains from preallocation.
+		// With SyncInterval < 0, or with a journal (whose write makes a commit
+		// durable; blocks are synced in the background), the file starts empty and
+		// grows by appends: no zero-filling and sync for the first put to wait for.
+		if s.cfg.SyncInterval >= 0 && s.jn == nil {
 			err = writeZeros(f, 0, preallocFor(limit))
 			if err == nil {
 				err = f.Sync()

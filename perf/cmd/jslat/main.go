@@ -32,17 +32,18 @@ type side struct {
 	js         jetstream.JetStream
 	kv         jetstream.KeyValue
 	chunkP50s  []time.Duration
-	all, extra []time.Duration // extra: the delete of a create/delete pair
+	all, extra []time.Duration // extra: the delete after a create, the first put after a bucket create
 }
 
 func main() {
 	bins := flag.String("bins", "bin/natsd,.cache/tools/nats-server", "comma-separated server binaries")
-	op := flag.String("op", "kvput", "kvput (kv.Put, 128 B), pub (js.Publish, 128 B) or create (a stream created, then deleted)")
+	op := flag.String("op", "kvput", "kvput (kv.Put, 128 B), pub (js.Publish, 128 B), create (a stream created, then deleted) "+
+		"or bucket (a KV bucket created, then its first put timed)")
 	chunks := flag.Int("chunks", 20, "chunks per side, after one unmeasured")
 	per := flag.Int("per", 300, "operations per chunk")
 	flag.Parse()
-	if *op != "kvput" && *op != "pub" && *op != "create" {
-		fmt.Fprintln(os.Stderr, "jslat: --op is kvput, pub or create")
+	if *op != "kvput" && *op != "pub" && *op != "create" && *op != "bucket" {
+		fmt.Fprintln(os.Stderr, "jslat: --op is kvput, pub, create or bucket")
 		os.Exit(2)
 	}
 	var sides []*side
@@ -71,6 +72,18 @@ func main() {
 					_, err = s.kv.Put(ctx, "k"+strconv.Itoa(seq%1000), val)
 				case "pub":
 					_, err = s.js.Publish(ctx, "lat.x", val)
+				case "bucket":
+					var kv jetstream.KeyValue
+					if kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "K" + strconv.Itoa(seq)}); err == nil {
+						d = append(d, time.Since(t))
+						t = time.Now()
+						if _, err = kv.Put(ctx, "k", val); err == nil {
+							if c > 0 {
+								s.extra = append(s.extra, time.Since(t))
+							}
+							continue
+						}
+					}
 				case "create":
 					name := "C" + strconv.Itoa(seq)
 					if _, err = s.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"c." + name}}); err == nil {
@@ -96,13 +109,14 @@ func main() {
 			}
 		}
 	}
-	what := map[string]string{"kvput": "kv.Put", "pub": "js.Publish", "create": "stream create"}[*op]
+	what := map[string]string{"kvput": "kv.Put", "pub": "js.Publish", "create": "stream create", "bucket": "KV bucket create"}[*op]
+	extra := map[string]string{"create": "delete", "bucket": "first put"}[*op]
 	fmt.Printf("%s, %d chunks of %d per side, taking turns (%s)\n", what, *chunks, *per, time.Now().Format("2006-01-02 15:04"))
 	for _, s := range sides {
 		fmt.Printf("  %-40s p50 %8.1f µs  p90 %8.1f µs  median of chunk p50s %8.1f µs", s.bin,
 			us(bench.Quantile(s.all, 0.5)), us(bench.Quantile(s.all, 0.9)), us(bench.Quantile(s.chunkP50s, 0.5)))
 		if len(s.extra) > 0 {
-			fmt.Printf("  delete p50 %8.1f µs", us(bench.Quantile(s.extra, 0.5)))
+			fmt.Printf("  %s p50 %8.1f µs", extra, us(bench.Quantile(s.extra, 0.5)))
 		}
 		fmt.Println()
 	}
