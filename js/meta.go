@@ -115,9 +115,10 @@ func encodeMeta(cfg *StreamConfig, created time.Time) (meta, sum []byte, err err
 }
 
 // syncAll runs independent steps that each end in a sync at once and returns the first
-// error. Syncs issued together share the device's cache flush (and, on ext4, one journal
-// commit), so two cost little more than one: a stream create waits two sync latencies
-// instead of five.
+// error. Syncs issued together can share the device's cache flush (and, on ext4, one journal
+// commit). How much they overlap is the Go scheduler's to decide: a goroutine blocked in a
+// sync keeps its P until sysmon hands it on, so on an idle server the steps often run one
+// after another (running every step on a goroutine of its own measured the same).
 func syncAll(steps ...func() error) error {
 	errs := make([]error, len(steps))
 	var wg sync.WaitGroup
