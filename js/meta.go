@@ -27,8 +27,8 @@ import (
 // A create (createMeta) syncs its two files under their temporary names and the directories
 // that name them all at once, and only then renames them into place, without another sync:
 // a stream directory with no meta.inf but a meta.inf.tmp that matches meta.sum.tmp holds a
-// create that was answered, and readMeta finishes it. One sync latency, where placing the
-// files and then syncing the directories took two.
+// create that was answered, and readMeta finishes it. One round of syncs issued together,
+// where placing the files and then syncing the directories took two.
 
 type metaFile struct {
 	Created time.Time `json:"created"`

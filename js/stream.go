@@ -84,8 +84,8 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		// A memory stream lives as long as the server: nats-server does not bring it back.
 		// The directory, msgs/ in it and the metadata are made first, then the metadata,
 		// the stream's directory and its parent are synced together (createMeta): its
-		// entry, msgs/'s and the metadata are durable before the reply, for one sync
-		// latency, not five.
+		// entry, msgs/'s and the metadata are durable before the reply, after one round
+		// of syncs, not five.
 		fsys := j.cfg.FS
 		if err := fsys.MkdirAll(filepath.Join(s.dir, filestore.MsgsDir)); err != nil {
 			return nil, err
