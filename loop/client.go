@@ -194,6 +194,8 @@ type client struct {
 	stalled    bool
 	stallUntil int64
 	stallSpent time.Duration
+	// stallParsed is the input parsed since the stall budget was last renewed.
+	stallParsed int
 	// yielded: the last traffic run ended its turn with complete ops left unparsed; the
 	// driver must run it again (after the reactor's other work) rather than wait for bytes.
 	yielded bool
@@ -486,6 +488,14 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 			c.traceIn(buf[off:off+n], c.op.Kind)
 		}
 		off += n
+		if c.stallSpent > 0 {
+			// The stall budget is per stallBudgetBytes of input, as nats-server's is per
+			// read: a publisher whose backlog is larger than one look gets its budget again
+			// for every such share of it, not once for all of it.
+			if c.stallParsed += n; c.stallParsed >= stallBudgetBytes {
+				c.stallParsed, c.stallSpent = 0, 0
+			}
+		}
 		c.process(&c.op)
 		if c.closing || c.stalled {
 			break
@@ -511,7 +521,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 	}
 	if !c.stalled && off == len(buf) && !cut {
 		// Everything that had arrived is parsed: the next bytes may stall the publisher anew.
-		c.stallSpent = 0
+		c.stallSpent, c.stallParsed = 0, 0
 	}
 	// A connection whose turn ended with input left stops being read until that input is
 	// parsed: reading more would only grow its buffer (and gnet's ring, once it wraps, is
@@ -545,9 +555,13 @@ const (
 // stall pauses this publisher briefly, as nats-server does: one of its targets is past three
 // quarters of max_pending, and waiting a moment costs less than buffering without bound. The
 // socket is not read meanwhile, so the publisher's further bytes wait in the kernel. Stalls
-// add up to at most stallTotalAllowed per batch of input (what had arrived when parsing
-// began); past that the publisher goes on, so a subscriber that never reads reaches
-// max_pending and is cut off as a slow consumer instead of holding the publisher back forever.
+// add up to at most stallTotalAllowed per stallBudgetBytes of input (or per batch of input,
+// what had arrived when parsing began, if that is less); past that the publisher goes on, so
+// a subscriber that never reads reaches max_pending and is cut off as a slow consumer instead
+// of holding the publisher back forever. Budgeted per batch alone, a publisher with megabytes
+// waiting in the kernel was held back once and then parsed at full speed: the never-reading
+// subscriber was cut after ~200 ms instead of nats-server's ~3 s, and the publisher, never
+// slowed, took a core from everyone else on the reactor.
 // It reports whether the client is now paused (never with no_fast_producer_stall).
 func (c *client) stall() bool {
 	if c.r.e.cfg.NoFastProducerStall || c.stallSpent >= stallTotalAllowed {
@@ -569,4 +583,7 @@ func (c *client) stall() bool {
 const (
 	stallFor          = 2 * time.Millisecond
 	stallTotalAllowed = 10 * time.Millisecond
+	// stallBudgetBytes is how much input one stallTotalAllowed covers: nats-server's
+	// budget is per read, and its reads are at most 64 KiB.
+	stallBudgetBytes = 64 << 10
 )
