@@ -196,6 +196,9 @@ type client struct {
 	stallSpent time.Duration
 	// stallParsed is the input parsed since the stall budget was last renewed.
 	stallParsed int
+	// parsing is set while an op of this connection's is processed: its own replies
+	// (sendFrame) may then stall it.
+	parsing bool
 	// yielded: the last traffic run ended its turn with complete ops left unparsed; the
 	// driver must run it again (after the reactor's other work) rather than wait for bytes.
 	yielded bool
@@ -496,14 +499,18 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 				c.stallParsed, c.stallSpent = 0, 0
 			}
 		}
+		c.parsing = true
 		c.process(&c.op)
+		c.parsing = false
 		if c.closing || c.stalled {
 			break
 		}
 		if t := r.stall; t != nil {
 			r.stall = nil
 			if c.stall() {
-				t.stalls.Add(1)
+				if t != c {
+					t.stalls.Add(1)
+				}
 				break
 			}
 		}
