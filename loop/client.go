@@ -196,8 +196,8 @@ type client struct {
 	stallSpent time.Duration
 	// stallParsed is the input parsed since the stall budget was last renewed.
 	stallParsed int
-	// parsing is set while an op of this connection's is processed: its own replies
-	// (sendFrame) may then stall it.
+	// parsing is set while this connection's input is parsed and processed: its own
+	// replies (sendFrame) may then stall it.
 	parsing bool
 	// yielded: the last traffic run ended its turn with complete ops left unparsed; the
 	// driver must run it again (after the reactor's other work) rather than wait for bytes.
@@ -462,6 +462,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 	off := 0
 	start := time.Now()
 	var perr error
+	c.parsing = true
 	for ops := 1; off < len(buf); ops++ {
 		if ops%turnCheck == 0 && time.Since(start) > turnTime {
 			if !r.othersWaiting(c) {
@@ -499,9 +500,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 				c.stallParsed, c.stallSpent = 0, 0
 			}
 		}
-		c.parsing = true
 		c.process(&c.op)
-		c.parsing = false
 		if c.closing || c.stalled {
 			break
 		}
@@ -515,6 +514,7 @@ func (e *Engine) traffic(c *client) (closeConn bool) {
 			}
 		}
 	}
+	c.parsing = false
 	if perr != nil {
 		c.parseError(perr)
 		off = len(buf)
