@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // clockTicks is USER_HZ, 100 on every Linux this rig runs on (getconf CLK_TCK).
@@ -105,4 +107,17 @@ func MustFreePort() int {
 		panic(err)
 	}
 	return p
+}
+
+// ConnectStarting connects to a server the rig has just started, retrying every 20 ms
+// until it answers or within has passed (the last error then).
+func ConnectStarting(url string, within time.Duration, opts ...nats.Option) (*nats.Conn, error) {
+	deadline := time.Now().Add(within)
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil || time.Now().After(deadline) {
+			return nc, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -177,13 +177,7 @@ func run(bin string, o opts) (r result) {
 	defer bench.StopProcess(cmd, 10*time.Second)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	connect := func() (*nats.Conn, error) {
-		var nc *nats.Conn
-		var err error
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if nc, err = nats.Connect(url, nats.MaxReconnects(-1)); err == nil || time.Now().After(deadline) {
-				return nc, err
-			}
-		}
+		return bench.ConnectStarting(url, 10*time.Second, nats.MaxReconnects(-1))
 	}
 	pnc, err := connect()
 	if err != nil {

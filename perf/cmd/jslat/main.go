@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/natsd/natsd/perf/bench"
@@ -141,12 +140,7 @@ func start(bin string) (*side, func(), error) {
 		bench.StopProcess(cmd, 10*time.Second)
 		os.RemoveAll(tmp)
 	}
-	var nc *nats.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if nc, err = nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port)); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	nc, err := bench.ConnectStarting(fmt.Sprintf("nats://127.0.0.1:%d", port), 10*time.Second)
 	if err != nil {
 		stop()
 		return nil, nil, err

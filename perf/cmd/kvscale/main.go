@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/natsd/natsd/perf/bench"
@@ -91,12 +90,7 @@ func run(bin string, keys, gets, buckets int) (r result) {
 	defer bench.StopProcess(cmd, 10*time.Second)
 	pid := cmd.Process.Pid
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	var nc *nats.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if nc, err = nats.Connect(url); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	nc, err := bench.ConnectStarting(url, 10*time.Second)
 	if err != nil {
 		r.err = "server did not start: " + err.Error()
 		return r
