@@ -87,7 +87,10 @@ type npConn struct {
 	// lock, and its read trigger fired before anyone waited), so the pump must not mistake
 	// them for the rest of an incomplete frame.
 	seen int
-	dead bool // reactor-only: closed before or while opening
+	// seenAtDone is seen as runTraffic left it, for the pump: seen itself is the reactor's,
+	// and a task run outside the pump (kickTraffic) may change it while the pump reads.
+	seenAtDone int
+	dead       bool // reactor-only: closed before or while opening
 
 	iov [][]byte // reactor-only scratch for rawWritev
 
@@ -327,7 +330,7 @@ func (n *npConn) pump() error {
 			// The peer hung up (or the connection is closing): what it sent before is still
 			// parsed, as the other engines do. netpoll calls the handler again for as long
 			// as bytes remain, so a last incomplete frame is dropped rather than left.
-			if l > n.seen && l >= n.need {
+			if l > n.seenAtDone && l >= n.need {
 				continue
 			}
 			if l > 0 {
@@ -343,7 +346,7 @@ func (n *npConn) pump() error {
 		switch {
 		case n.need > l:
 			want = n.need // the parser knows the frame's size
-		case l > n.seen:
+		case l > n.seenAtDone:
 			// Bytes came in after traffic's Peek: parse them now. Waiting for l+1 would wait
 			// for bytes the client may never send (it awaits our answer to these).
 			continue
@@ -393,6 +396,7 @@ func (n *npConn) runTraffic() {
 	} else {
 		_, _ = n.Discard(-1)
 	}
+	n.seenAtDone = n.seen
 	n.done <- struct{}{}
 }
 
