@@ -381,3 +381,50 @@ func TestWorkerBatchEnd(t *testing.T) {
 		t.Fatalf("order %q, want %q", log, want)
 	}
 }
+
+// TestPublishVia: a worker's replies published with PublishVia are routed on the reactor
+// the request came in on, in order, with headers, even while the internal reactor is busy;
+// a zero Via falls back to the internal reactor.
+func TestPublishVia(t *testing.T) {
+	e := routeEngine(t)
+	a := e.account("A", true)
+	ic := e.NewInternalClient(KindSystem, a, "sys")
+	if _, err := ic.Worker("req.>", "", func(m *WorkMsg) {
+		if m.Via().r == nil || m.Via().r == e.intReactor {
+			t.Errorf("Via of a client's publish: %v", m.Via().r)
+		}
+		_ = ic.PublishVia(m.Via(), m.Reply, "", []byte("NATS/1.0\r\n\r\n"), []byte("re:"+m.Subject))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := dialInto(t, e, a)
+	c.send("CONNECT {\"headers\":true}\r\nSUB r.> 1\r\n")
+	c.flush()
+	// Hold the internal reactor: replies routed there would wait.
+	hold, held := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release) // before the engine stops, should a read fail
+	_ = e.intReactor.ex.Execute(func() { close(held); <-hold })
+	<-held
+	var want []string
+	for i := range 20 {
+		c.send(fmt.Sprintf("PUB req.%d r.%d 0\r\n\r\n", i, i))
+		body := fmt.Sprintf("re:req.%d", i)
+		want = append(want, fmt.Sprintf("HMSG r.%d 1 12 %d\r\n", i, 12+len(body)), "NATS/1.0\r\n", "\r\n", body+"\r\n")
+	}
+	var got []string
+	for len(got) < len(want) {
+		got = append(got, c.line())
+	}
+	release()
+	if !slices.Equal(got, want) {
+		t.Fatalf("replies %q, want %q", got, want)
+	}
+	// No Via: the internal reactor routes it.
+	if err := ic.PublishVia(Via{}, "r.x", "", nil, []byte("plain")); err != nil {
+		t.Fatal(err)
+	}
+	if l := c.line(); l != "MSG r.x 1 5\r\n" {
+		t.Fatalf("zero Via: %q", l)
+	}
+}

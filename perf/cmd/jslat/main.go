@@ -40,6 +40,7 @@ func main() {
 		"or bucket (a KV bucket created, then its first put timed)")
 	chunks := flag.Int("chunks", 20, "chunks per side, after one unmeasured")
 	per := flag.Int("per", 300, "operations per chunk")
+	memory := flag.Bool("memory", false, "memory storage for the kvput and pub ops' bucket and stream: the path without the disk")
 	flag.Parse()
 	if *op != "kvput" && *op != "pub" && *op != "create" && *op != "bucket" {
 		fmt.Fprintln(os.Stderr, "jslat: --op is kvput, pub, create or bucket")
@@ -47,7 +48,7 @@ func main() {
 	}
 	var sides []*side
 	for _, b := range strings.Split(*bins, ",") {
-		s, stop, err := start(b)
+		s, stop, err := start(b, *memory)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "jslat: %s: %v\n", b, err)
 			os.Exit(1)
@@ -124,8 +125,8 @@ func main() {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // start runs bin with JetStream on a fresh store and connects to it; a KV bucket "B" and a
-// stream "LAT" on lat.> are made for the put and publish ops.
-func start(bin string) (*side, func(), error) {
+// stream "LAT" on lat.> are made for the put and publish ops, in memory if memory is set.
+func start(bin string, memory bool) (*side, func(), error) {
 	tmp, err := os.MkdirTemp("", "jslat")
 	if err != nil {
 		return nil, nil, err
@@ -151,9 +152,13 @@ func start(bin string) (*side, func(), error) {
 		return nil, nil, err
 	}
 	ctx := context.Background()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "B"})
+	st := jetstream.FileStorage
+	if memory {
+		st = jetstream.MemoryStorage
+	}
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "B", Storage: st})
 	if err == nil {
-		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "LAT", Subjects: []string{"lat.>"}})
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "LAT", Subjects: []string{"lat.>"}, Storage: st})
 	}
 	if err != nil {
 		stop()
