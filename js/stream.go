@@ -487,7 +487,7 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 	}
 	s.imu.Unlock()
 	p := pendingPool.Get().(*pending)
-	p.s, p.reply, p.msgID, p.subject, p.ttl, p.via = s, reply, msgID, subject, ttl, m.Via()
+	p.s, p.reply, p.msgID, p.subject, p.ttl = s, reply, msgID, subject, ttl
 	if s.rp.Load() != nil {
 		p.hdr, p.msg = hdr, msg
 	}
@@ -544,7 +544,6 @@ func parseSeqHeader(v []byte) uint64 {
 type pending struct {
 	s            *stream
 	reply, msgID string
-	via          loop.Via // where the publish came in: its ack goes back that way
 	subject      string
 	ttl          int64
 	val          string // a counter's new total
@@ -586,7 +585,7 @@ func (p *pending) done(seq uint64, ts int64, err error) {
 	s.imu.Unlock()
 	if err != nil {
 		if p.reply != "" {
-			_ = s.ic.PublishVia(p.via, p.reply, "", nil, pubAckErr(s.name, storeError(err)))
+			_ = s.ic.Publish(p.reply, "", nil, pubAckErr(s.name, storeError(err)))
 		}
 		return
 	}
@@ -601,7 +600,7 @@ func (p *pending) done(seq uint64, ts int64, err error) {
 		if p.val != "" {
 			b = strconv.AppendQuote(append(b, `,"val":`...), p.val)
 		}
-		_ = s.ic.PublishVia(p.via, p.reply, "", nil, append(b, '}'))
+		_ = s.ic.Publish(p.reply, "", nil, append(b, '}'))
 	}
 	if rp := s.rp.Load(); rp != nil {
 		s.republish(rp, p.subject, p.hdr, p.msg, seq, prev, ts)

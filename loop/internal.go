@@ -129,106 +129,31 @@ func (ic *InternalClient) drain() {
 	r := ic.c.r
 	at := 0 // where the next publish starts in buf
 	for i := range list {
-		at = r.routeQueued(ic.c, &list[i], buf, at)
-	}
-	ic.spare = list[:0]
-	putPubBuf(buf)
-	r.endBatch()
-}
-
-// routeQueued routes one queued publish of c's, whose bytes start at at in buf unless it has
-// its own, and returns where the next one starts.
-func (r *reactor) routeQueued(c *client, p *pendingPub, buf []byte, at int) int {
-	b, off := buf, at
-	if p.own != nil {
-		b, off = p.own, 0
-	}
-	part := func(n int) []byte {
-		if n == 0 {
-			return nil
+		p := &list[i]
+		b, off := buf, at
+		if p.own != nil {
+			b, off = p.own, 0
 		}
-		off += n
-		return b[off-n : off : off]
+		part := func(n int) []byte {
+			if n == 0 {
+				return nil
+			}
+			off += n
+			return b[off-n : off : off]
+		}
+		r.pubOp = parser.Op{Kind: parser.KindPub, Subject: part(p.subject), As: part(p.as), Reply: part(p.reply), HdrLen: p.hdr}
+		r.pubOp.Msg = b[off : off+p.data : off+p.data]
+		if p.own == nil {
+			at = off + p.data
+		}
+		if p.hdr > 0 {
+			r.pubOp.Kind = parser.KindHPub
+		}
+		r.route(ic.c.acc, ic.c, &r.pubOp, 0)
+		*p = pendingPub{}
 	}
-	r.pubOp = parser.Op{Kind: parser.KindPub, Subject: part(p.subject), As: part(p.as), Reply: part(p.reply), HdrLen: p.hdr}
-	r.pubOp.Msg = b[off : off+p.data : off+p.data]
-	if p.own == nil {
-		at = off + p.data
-	}
-	if p.hdr > 0 {
-		r.pubOp.Kind = parser.KindHPub
-	}
-	r.route(c.acc, c, &r.pubOp, 0)
 	r.pubOp = parser.Op{}
-	*p = pendingPub{}
-	return at
-}
-
-// PublishVia is Publish routed on v's reactor instead of the internal one: a worker's reply
-// to a message (a JetStream publish's acknowledgement) then reaches a requester on that
-// reactor with one hand-off between goroutines instead of two. Publishes through different
-// reactors are not ordered with each other, nor with Publish's.
-func (ic *InternalClient) PublishVia(v Via, subject, reply string, hdr, payload []byte) error {
-	r := v.r
-	if r == nil || r == ic.c.r {
-		return ic.PublishAs(subject, "", reply, hdr, payload)
-	}
-	if ic.stopped.Load() || ic.e.stopping.Load() {
-		return ErrClosed
-	}
-	p := pendingPub{subject: len(subject), reply: len(reply), hdr: len(hdr), data: len(hdr) + len(payload)}
-	if n := p.subject + p.reply + p.data; n >= ownPubSize {
-		p.own = appendPub(make([]byte, 0, n), subject, "", reply, hdr, payload)
-	}
-	q := &r.via
-	q.mu.Lock()
-	if p.own == nil {
-		if q.buf == nil {
-			q.buf = pubBufs.Get().([]byte)
-		}
-		q.buf = appendPub(q.buf, subject, "", reply, hdr, payload)
-	}
-	q.pubs = append(q.pubs, viaPub{ic: ic, p: p})
-	first := !q.sched
-	q.sched = true
-	q.mu.Unlock()
-	if first {
-		if err := r.ex.Execute(r.viaTask); err != nil {
-			return ErrClosed
-		}
-	}
-	return nil
-}
-
-// viaQueue holds internal clients' publishes waiting to be routed on a client reactor
-// (PublishVia).
-type viaQueue struct {
-	mu    sync.Mutex
-	pubs  []viaPub
-	spare []viaPub
-	buf   []byte
-	sched bool
-}
-
-type viaPub struct {
-	ic *InternalClient
-	p  pendingPub
-}
-
-// drainVia routes what PublishVia queued on r; it runs on r.
-func (r *reactor) drainVia() {
-	q := &r.via
-	q.mu.Lock()
-	list, buf := q.pubs, q.buf
-	q.pubs, q.buf = q.spare[:0], nil
-	q.sched = false
-	q.mu.Unlock()
-	at := 0
-	for i := range list {
-		at = r.routeQueued(list[i].ic.c, &list[i].p, buf, at)
-		list[i] = viaPub{}
-	}
-	q.spare = list[:0]
+	ic.spare = list[:0]
 	putPubBuf(buf)
 	r.endBatch()
 }
@@ -401,16 +326,7 @@ type WorkMsg struct {
 	Hdr            []byte // the header block, nil when none
 	Data           []byte // the payload
 	From           Origin
-
-	via *reactor // the reactor that copied it (Via)
 }
-
-// Via names the reactor a worker's message came in on (WorkMsg.Via), for PublishVia.
-type Via struct{ r *reactor }
-
-// Via is where m came in: its publisher's reactor, or the reactor that routed it on the
-// publisher's behalf.
-func (m *WorkMsg) Via() Via { return Via{m.via} }
 
 // workQueue carries copied messages from reactors to an internal client's worker.
 type workQueue struct {
@@ -447,7 +363,7 @@ type workItem struct {
 
 // queueWork copies m for q's worker; the worker is woken once, at the end of the batch.
 func (r *reactor) queueWork(q *workQueue, fn func(*WorkMsg), from *client, m *parser.Op) {
-	w := WorkMsg{From: originOf(from), via: r}
+	w := WorkMsg{From: originOf(from)}
 	// Subject and reply share one copy (private to the message, so never written again).
 	if n := len(m.Subject) + len(m.Reply); n > 0 {
 		b := make([]byte, 0, n)

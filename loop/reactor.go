@@ -59,9 +59,6 @@ type reactor struct {
 
 	// work is what internal Worker subscriptions got in this batch (internal.go).
 	work []pendingWork
-	// via holds internal clients' replies to be routed here (PublishVia).
-	via     viaQueue
-	viaTask func()
 
 	wakeTask func()
 	tickTask func()
@@ -138,7 +135,6 @@ func newReactor(e *Engine, ex Executor, idx int) *reactor {
 	}
 	r.rrand = rand.New(r.rng)
 	r.wakeTask = r.onWake
-	r.viaTask = r.drainVia
 	r.tickTask = func() { r.onTick(time.Now()) }
 	return r
 }
