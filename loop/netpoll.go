@@ -334,7 +334,10 @@ func (n *npConn) pump() error {
 				continue
 			}
 			if l > 0 {
-				_, _ = n.Discard(-1)
+				// Not n.Discard: seen is the reactor's to write.
+				if r := conn.Reader(); r.Skip(r.Len()) == nil {
+					_ = r.Release()
+				}
 			}
 			return nil
 		}
