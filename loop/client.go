@@ -587,6 +587,13 @@ func (c *client) stall() bool {
 // stallFor is how long a fast producer waits for its subscribers to drain, and
 // stallTotalAllowed how much waiting one batch of its input may cost (nats-server's
 // stallClientMinDuration and stallTotalAllowed).
+// pastStallMark reports whether a connection with pending bytes queued is past three
+// quarters of max_pending, where whoever is adding to its queue is held back (stall).
+func (r *reactor) pastStallMark(pending int64) bool {
+	mp := r.e.cfg.MaxPending
+	return mp > 0 && pending > mp/4*3
+}
+
 const (
 	stallFor          = 2 * time.Millisecond
 	stallTotalAllowed = 10 * time.Millisecond

@@ -217,7 +217,7 @@ func (r *reactor) sendRouted(t *routeTarget, acc *Account, m *parser.Op) bool {
 	}
 	rc.route.outMsgs.Add(1)
 	rc.route.outBytes.Add(int64(len(body)))
-	if mp := r.e.cfg.MaxPending; mp > 0 && pending > mp/4*3 {
+	if r.pastStallMark(pending) {
 		r.stall = rc
 	}
 	return true

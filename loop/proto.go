@@ -79,8 +79,7 @@ func (c *client) sendFrame(a, b, d []byte) {
 	}
 	// The connection's own replies (PONG, +OK, -ERR, INFO) count toward max_pending like
 	// deliveries: a client that never reads is cut off as a slow consumer either way.
-	mp := c.r.e.cfg.MaxPending
-	pending, sched, err := c.out.Append(a, b, d, mp)
+	pending, sched, err := c.out.Append(a, b, d, c.r.e.cfg.MaxPending)
 	if sched || err != nil {
 		c.r.enqueue(c)
 	}
@@ -88,7 +87,7 @@ func (c *client) sendFrame(a, b, d []byte) {
 	// hold the connection back as a fast producer is held back for a slow subscriber
 	// (stall): a client pipelining PINGs or bad protocol without reading the answers takes
 	// input at the rate its budget allows, not a whole core, until max_pending cuts it off.
-	if c.parsing && err == nil && mp > 0 && pending > mp/4*3 {
+	if c.parsing && err == nil && c.r.pastStallMark(pending) {
 		c.r.stall = c
 	}
 }

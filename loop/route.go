@@ -247,7 +247,7 @@ func (r *reactor) deliver(s *sub, from *client, m *parser.Op, depth int) bool {
 	ac := r.countsFor(t.acc)
 	ac.outMsgs.add(1)
 	ac.outBytes.add(uint64(len(body)))
-	if mp := r.e.cfg.MaxPending; mp > 0 && pending > mp/4*3 && t != from {
+	if t != from && r.pastStallMark(pending) {
 		r.stall = t
 	}
 	return true

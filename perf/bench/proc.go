@@ -121,3 +121,39 @@ func ConnectStarting(url string, within time.Duration, opts ...nats.Option) (*na
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// JSServer is a server binary a rig started with JetStream on a store of its own.
+type JSServer struct {
+	Cmd *exec.Cmd
+	URL string // nats://127.0.0.1:<port>
+	dir string
+}
+
+// StartJS starts bin on a free 127.0.0.1 port with -js and its store in a fresh directory
+// under $JS_TMPDIR (the system's temporary directory when unset) whose name starts with
+// prefix, followed by extra arguments. It does not wait for the server to listen
+// (ConnectStarting does).
+func StartJS(bin, prefix string, extra ...string) (*JSServer, error) {
+	dir, err := os.MkdirTemp(os.Getenv("JS_TMPDIR"), prefix)
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", dir + "/store"}, extra...)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &JSServer{Cmd: cmd, URL: fmt.Sprintf("nats://127.0.0.1:%d", port), dir: dir}, nil
+}
+
+// Stop ends the server (StopProcess, 10 s grace) and removes its store.
+func (s *JSServer) Stop() {
+	StopProcess(s.Cmd, 10*time.Second)
+	os.RemoveAll(s.dir)
+}

@@ -18,8 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,22 +160,15 @@ func median(v []float64) float64 {
 
 // run starts bin, runs the scenario once and stops it.
 func run(bin string, o opts) (r result) {
-	tmp, err := os.MkdirTemp(os.Getenv("JS_TMPDIR"), "jsconsumers-")
+	srv, err := bench.StartJS(bin, "jsconsumers-")
 	if err != nil {
 		r.err = err.Error()
 		return r
 	}
-	defer os.RemoveAll(tmp)
-	port := bench.MustFreePort()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(tmp, "store"))
-	if err := cmd.Start(); err != nil {
-		r.err = err.Error()
-		return r
-	}
-	defer bench.StopProcess(cmd, 10*time.Second)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	defer srv.Stop()
+	pid := srv.Cmd.Process.Pid
 	connect := func() (*nats.Conn, error) {
-		return bench.ConnectStarting(url, 10*time.Second, nats.MaxReconnects(-1))
+		return bench.ConnectStarting(srv.URL, 10*time.Second, nats.MaxReconnects(-1))
 	}
 	pnc, err := connect()
 	if err != nil {
@@ -251,7 +242,7 @@ func run(bin string, o opts) (r result) {
 	}
 
 	payload := make([]byte, o.size)
-	cpu0, _ := bench.ProcCPU(cmd.Process.Pid)
+	cpu0, _ := bench.ProcCPU(pid)
 	start = time.Now()
 	deadline := start.Add(o.timeout)
 	for i := 0; i < o.msgs; i++ {
@@ -286,10 +277,10 @@ func run(bin string, o opts) (r result) {
 		return r
 	}
 	el := time.Since(start)
-	cpu1, _ := bench.ProcCPU(cmd.Process.Pid)
+	cpu1, _ := bench.ProcCPU(pid)
 	r.delPerS = float64(o.msgs) / el.Seconds()
 	r.cpuUsPerDel = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(o.msgs)
-	if rss, err := bench.ProcRSS(cmd.Process.Pid); err == nil {
+	if rss, err := bench.ProcRSS(pid); err == nil {
 		r.rssMiB = float64(rss) / (1 << 20)
 	}
 	if e, ok := consumeErr.Load().(string); ok {

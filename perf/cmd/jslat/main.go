@@ -15,8 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -127,21 +125,12 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // start runs bin with JetStream on a fresh store and connects to it; a KV bucket "B" and a
 // stream "LAT" on lat.> are made for the put and publish ops, in memory if memory is set.
 func start(bin string, memory bool) (*side, func(), error) {
-	tmp, err := os.MkdirTemp("", "jslat")
+	srv, err := bench.StartJS(bin, "jslat")
 	if err != nil {
 		return nil, nil, err
 	}
-	port := bench.MustFreePort()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(tmp, "store"))
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(tmp)
-		return nil, nil, err
-	}
-	stop := func() {
-		bench.StopProcess(cmd, 10*time.Second)
-		os.RemoveAll(tmp)
-	}
-	nc, err := bench.ConnectStarting(fmt.Sprintf("nats://127.0.0.1:%d", port), 10*time.Second)
+	stop := srv.Stop
+	nc, err := bench.ConnectStarting(srv.URL, 10*time.Second)
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -13,8 +13,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,23 +72,15 @@ func main() {
 }
 
 func run(bin string, keys, gets, buckets int) (r result) {
-	tmp, err := os.MkdirTemp(os.Getenv("JS_TMPDIR"), "kvscale-")
+	prof := bench.MustFreePort()
+	srv, err := bench.StartJS(bin, "kvscale-", "--profile", strconv.Itoa(prof))
 	if err != nil {
 		r.err = err.Error()
 		return r
 	}
-	defer os.RemoveAll(tmp)
-	port, prof := bench.MustFreePort(), bench.MustFreePort()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(tmp, "store"),
-		"--profile", strconv.Itoa(prof))
-	if err := cmd.Start(); err != nil {
-		r.err = err.Error()
-		return r
-	}
-	defer bench.StopProcess(cmd, 10*time.Second)
-	pid := cmd.Process.Pid
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	nc, err := bench.ConnectStarting(url, 10*time.Second)
+	defer srv.Stop()
+	pid := srv.Cmd.Process.Pid
+	nc, err := bench.ConnectStarting(srv.URL, 10*time.Second)
 	if err != nil {
 		r.err = "server did not start: " + err.Error()
 		return r
