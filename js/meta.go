@@ -41,15 +41,6 @@ const (
 )
 
 func writeMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Time) error {
-	if err := placeMeta(fs, dir, cfg, created); err != nil {
-		return err
-	}
-	return fs.SyncDir(dir)
-}
-
-// placeMeta is writeMeta without its last step: the renames are not durable until dir is
-// synced.
-func placeMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Time) error {
 	b, sum, err := encodeMeta(cfg, created)
 	if err != nil {
 		return err
@@ -59,6 +50,15 @@ func placeMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Time
 		func() error { return writeSynced(fs, filepath.Join(dir, sumName+".tmp"), sum) }); err != nil {
 		return err
 	}
+	if err := placeMeta(fs, dir); err != nil {
+		return err
+	}
+	return fs.SyncDir(dir)
+}
+
+// placeMeta renames meta.inf.tmp and meta.sum.tmp into place, in that order (readMeta
+// relies on it); the renames are not durable until dir is synced.
+func placeMeta(fs filestore.FS, dir string) error {
 	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
 		return err
 	}
@@ -84,25 +84,16 @@ func createMeta(fs filestore.FS, dir string, cfg *StreamConfig, created time.Tim
 		name string
 		data []byte
 	}{{metaName + ".tmp", b}, {sumName + ".tmp", sum}} {
-		f, err := fs.OpenFile(filepath.Join(dir, w.name), true)
+		f, err := writeFile(fs, filepath.Join(dir, w.name), w.data)
 		if err != nil {
 			return err
 		}
 		files = append(files, f)
-		if err := f.Truncate(0); err != nil {
-			return err
-		}
-		if _, err := f.WriteAt(w.data, 0); err != nil {
-			return err
-		}
 	}
 	if err := syncAll(files[0].Sync, files[1].Sync, func() error { return fs.SyncDir(dir) }, parents); err != nil {
 		return err
 	}
-	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
-		return err
-	}
-	return fs.Rename(filepath.Join(dir, sumName+".tmp"), filepath.Join(dir, sumName))
+	return placeMeta(fs, dir)
 }
 
 func encodeMeta(cfg *StreamConfig, created time.Time) (meta, sum []byte, err error) {
@@ -110,8 +101,13 @@ func encodeMeta(cfg *StreamConfig, created time.Time) (meta, sum []byte, err err
 	if err != nil {
 		return nil, nil, err
 	}
+	return b, []byte(metaSum(b)), nil
+}
+
+// metaSum is meta.sum's content for metadata b.
+func metaSum(b []byte) string {
 	h := sha256.Sum256(b)
-	return b, []byte(hex.EncodeToString(h[:])), nil
+	return hex.EncodeToString(h[:])
 }
 
 // syncAll runs independent steps that each end in a sync at once and returns the first
@@ -135,16 +131,8 @@ func syncAll(steps ...func() error) error {
 }
 
 func writeSynced(fs filestore.FS, name string, b []byte) error {
-	f, err := fs.OpenFile(name, true)
+	f, err := writeFile(fs, name, b)
 	if err != nil {
-		return err
-	}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.WriteAt(b, 0); err != nil {
-		f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
@@ -152,6 +140,23 @@ func writeSynced(fs filestore.FS, name string, b []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// writeFile makes name hold exactly b (not synced) and returns it open.
+func writeFile(fs filestore.FS, name string, b []byte) (filestore.File, error) {
+	f, err := fs.OpenFile(name, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func readAll(fs filestore.FS, name string) ([]byte, error) {
@@ -187,7 +192,7 @@ func readMeta(fs filestore.FS, dir string) (StreamConfig, time.Time, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return StreamConfig{}, time.Time{}, err
 	}
-	sum := hex.EncodeToString(func() []byte { h := sha256.Sum256(b); return h[:] }())
+	sum := metaSum(b)
 	if err != nil || sum != string(sb) {
 		// An update (or a create: no meta.sum yet) cut between its two renames: the new
 		// checksum is still pending.
@@ -215,14 +220,10 @@ func createdMeta(fs filestore.FS, dir string) ([]byte, error) {
 		return nil, os.ErrNotExist
 	}
 	sb, err := readAll(fs, filepath.Join(dir, sumName+".tmp"))
-	h := sha256.Sum256(b)
-	if err != nil || string(sb) != hex.EncodeToString(h[:]) {
+	if err != nil || string(sb) != metaSum(b) {
 		return nil, os.ErrNotExist
 	}
-	if err := fs.Rename(filepath.Join(dir, metaName+".tmp"), filepath.Join(dir, metaName)); err != nil {
-		return nil, err
-	}
-	if err := fs.Rename(filepath.Join(dir, sumName+".tmp"), filepath.Join(dir, sumName)); err != nil {
+	if err := placeMeta(fs, dir); err != nil {
 		return nil, err
 	}
 	return b, fs.SyncDir(dir)
