@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -415,6 +416,15 @@ func (c *consumer) deliverPassLocked() {
 	}
 	var seen *pullRequest
 	for n := 0; ; n++ {
+		if n == passHead {
+			// Let the first deliveries go out while the rest of the pass is made. They
+			// are queued on the internal client, whose goroutine the first of them woke
+			// into this P's run queue: traced on 2 cores, it started only when the pass
+			// ended (p50 ~100 µs later for a 500-message pull; the other P is mostly a
+			// reactor's, blocked in epoll_wait), and until then nothing of the pass
+			// reached a socket and the client sat idle.
+			runtime.Gosched()
+		}
 		if n == passLimit {
 			// A long backlog is delivered in passes, so that acks and requests get the
 			// lock in between.
@@ -513,6 +523,13 @@ func (c *consumer) ackReplyLen(sm *filestore.StoredMsg, dc uint64) int {
 
 // passLimit bounds the deliveries of one delivery pass.
 const passLimit = 512
+
+// passHead is how many deliveries of a pass are made before the consumer yields once so
+// that they can be routed and written while it makes the rest (see deliverPassLocked).
+// Measured with `nats bench js ordered`, `consume` and `fetch` against the same build
+// without it: 1.28×, 1.17× and 1.09× the messages per second, at 0.87–0.93× the server CPU
+// per delivery; 8, 16, 32 and 64 were alike within the noise, none worse than without.
+const passHead = 32
 
 // pushInterestPoll is how often a push consumer with messages waiting and no subscriber on
 // its deliver subject looks again.
