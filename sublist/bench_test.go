@@ -150,3 +150,25 @@ func BenchmarkParallelMatchWithInserts(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCacheMatchMissUnique is the JetStream ack path: every publish goes to a subject never
+// seen before ($JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>), matched by
+// one '>' subscription, so each lookup misses the cache and is turned away by its admission filter.
+func BenchmarkCacheMatchMissUnique(b *testing.B) {
+	s := New[*bsub]()
+	s.Insert("$JS.ACK.benchstream.fp.>", "", &bsub{1})
+	s.Insert("_INBOX.abcdefghijklmnopqrstuv.*", "", &bsub{2})
+	c := NewCache(s, DefaultCacheSize)
+	subjs := make([][]byte, 1<<16)
+	for i := range subjs {
+		subjs[i] = fmt.Appendf(nil, "$JS.ACK.benchstream.fp.1.%d.%d.1796650000%09d.%d", 1000000+i, 1000000+i, i, 500000-i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if r := c.Match(subjs[i&(len(subjs)-1)]); len(r.Plain) != 1 {
+			b.Fatal("no match")
+		}
+		i++
+	}
+}

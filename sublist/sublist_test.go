@@ -336,6 +336,37 @@ func TestPruneKeepsSiblings(t *testing.T) {
 	}
 }
 
+// A publish subject with an empty token reaches no one, not even '>' (as in nats-server), through
+// the trie and through the cache alike.
+func TestMalformedPublishMatchesNothing(t *testing.T) {
+	s := New[*sub]()
+	for i, subj := range []string{">", "*", "*.*", "a.>", "a.*", "*.b", "a.*.b", "a.b"} {
+		if err := s.Insert(subj, "", &sub{id: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewCache(s, 16)
+	for _, pub := range []string{"", ".", "a.", ".a", "a..b", "..", "a.b.", ".a.b", "a..", "a.b..c"} {
+		for round := range 3 { // the cache admits on a second miss: hit it too
+			if r := c.Match([]byte(pub)); len(r.Plain)+len(r.Queues) != 0 {
+				t.Errorf("Cache.Match(%q) round %d = %d plain, %d queues; want none", pub, round, len(r.Plain), len(r.Queues))
+			}
+		}
+		if r := s.Match([]byte(pub)); len(r.Plain)+len(r.Queues) != 0 {
+			t.Errorf("Match(%q) = %d plain; want none", pub, len(r.Plain))
+		}
+	}
+	want := 0 // and a well-formed one still matches what it should
+	for _, p := range []string{">", "*", "*.*", "a.>", "a.*", "*.b", "a.*.b", "a.b"} {
+		if bruteMatches(p, "a.b") {
+			want++
+		}
+	}
+	if r := c.Match([]byte("a.b")); len(r.Plain) != want {
+		t.Errorf("Cache.Match(a.b) = %d plain, want %d", len(r.Plain), want)
+	}
+}
+
 func TestInvalidSubjectsRejected(t *testing.T) {
 	s := New[*sub]()
 	x := &sub{id: 1}
