@@ -154,6 +154,32 @@ func BenchmarkReadSequential(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
 }
 
+// BenchmarkReadNext reads the store front to back as a consumer does, allocating each
+// message (LoadNextMsg) or into one reused MsgBuf (LoadNextMsgInto).
+func BenchmarkReadNext(b *testing.B) {
+	const n = 100000
+	s := benchReadStore(b, n)
+	defer s.Stop()
+	for _, into := range []bool{false, true} {
+		b.Run(map[bool]string{false: "alloc", true: "into"}[into], func(b *testing.B) {
+			var mb MsgBuf
+			for i := 0; i < b.N; i++ {
+				var sm *StoredMsg
+				var err error
+				if into {
+					sm, err = s.LoadNextMsgInto(&mb, "", uint64(i%n)+1)
+				} else {
+					sm, err = s.LoadNextMsg("", uint64(i%n)+1)
+				}
+				if err != nil || sm.Seq != uint64(i%n)+1 || len(sm.Data) != 128 {
+					b.Fatal(sm, err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
+		})
+	}
+}
+
 func BenchmarkReadRandom(b *testing.B) {
 	const n = 100000
 	s := benchReadStore(b, n)

@@ -362,6 +362,11 @@ type FileStore struct {
 		// (filtered consumers, many interleaved) read just their record.
 		lastB   *block
 		lastEnd int64
+		// A chunk to read ahead into: the one the last read-ahead replaced (readers
+		// copy out of data under cmu, so once replaced nobody holds it). A reader
+		// streaming through a backlog then reads chunk after chunk without
+		// allocating; the cost is at most one more chunk held per store read so.
+		spare []byte
 	}
 
 	qmu      sync.Mutex
@@ -771,11 +776,12 @@ func (s *FileStore) LoadMsg(seq uint64) (*StoredMsg, error) {
 	return s.loadLocked(seq)
 }
 
-func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) { return s.loadWait(seq, true) }
+func (s *FileStore) loadLocked(seq uint64) (*StoredMsg, error) { return s.loadWait(seq, true, nil) }
 
 // loadWait is loadLocked; without wait it reads only what is in memory and fails with
-// ErrWouldBlock otherwise.
-func (s *FileStore) loadWait(seq uint64, wait bool) (*StoredMsg, error) {
+// ErrWouldBlock otherwise. With mb the message is decoded into it, its bytes in mb's
+// buffer, and nothing is allocated once that buffer is large enough.
+func (s *FileStore) loadWait(seq uint64, wait bool, mb *MsgBuf) (*StoredMsg, error) {
 	b := s.findBlock(seq)
 	if b == nil {
 		return nil, ErrNotFound
@@ -784,23 +790,37 @@ func (s *FileStore) loadWait(seq uint64, wait bool) (*StoredMsg, error) {
 	if !e.live() {
 		return nil, ErrNotFound
 	}
-	rec, err := s.readRec(b, e, wait)
+	var dst *[]byte
+	if mb != nil {
+		dst = &mb.buf
+	}
+	rec, err := s.readRec(b, e, wait, dst)
 	if err == ErrWouldBlock {
 		return nil, err
 	}
 	if err == nil {
 		rv, n, ok := parseRecord(rec)
 		if ok && n == len(rec) && rv.seq == seq && rv.kind == kindMsg {
-			m := &StoredMsg{Subject: s.subjects.byID(e.sid).name, Seq: seq, TS: rv.ts}
+			var m *StoredMsg
+			if mb != nil {
+				m = &mb.StoredMsg
+			} else {
+				m = new(StoredMsg)
+			}
+			*m = StoredMsg{Subject: s.subjects.byID(e.sid).name, Seq: seq, TS: rv.ts}
 			if m.Subject != string(rv.subj) { // cannot happen; the record is the truth
 				m.Subject = string(rv.subj)
 			}
-			if b.sealed {
-				// rec is in the block cache: the caller gets copies.
+			switch {
+			case b.sealed && mb != nil:
+				// rec is in the block cache: the caller gets copies, in its buffer.
+				mb.buf = append(append(mb.buf[:0], rv.hdr...), rv.msg...)
+				m.Header, m.Data = capped(mb.buf[:len(rv.hdr)]), capped(mb.buf[len(rv.hdr):])
+			case b.sealed:
 				m.Header, m.Data = clone(rv.hdr), clone(rv.msg)
-			} else {
-				// rec was read for this call alone, so the caller may have it;
-				// capped, so appending to Header cannot run into Data.
+			default:
+				// rec was read for this call alone (into mb's buffer if given), so the
+				// caller may have it; capped, so appending to Header cannot run into Data.
 				m.Header, m.Data = capped(rv.hdr), capped(rv.msg)
 			}
 			return m, nil
@@ -829,9 +849,10 @@ func clone(b []byte) []byte {
 
 // readRec returns the plaintext record bytes; the caller holds mu.RLock.
 // For a sealed block they are the block cache's, to be copied; otherwise
-// they were read (or decrypted) for this call alone. Without wait it fails
-// with ErrWouldBlock where it would have to wait for a lock or the device.
-func (s *FileStore) readRec(b *block, e *ent, wait bool) ([]byte, error) {
+// they were read (or decrypted) for this call alone, into *dst when dst is
+// given. Without wait it fails with ErrWouldBlock where it would have to
+// wait for a lock or the device.
+func (s *FileStore) readRec(b *block, e *ent, wait bool, dst *[]byte) ([]byte, error) {
 	if b.sealed {
 		raw, err := s.sealedRaw(b, wait)
 		if err != nil {
@@ -845,7 +866,7 @@ func (s *FileStore) readRec(b *block, e *ent, wait bool) ([]byte, error) {
 	if b.f == nil {
 		return nil, ErrNotFound
 	}
-	buf, err := s.readAhead(b, e, wait)
+	buf, err := s.readAhead(b, e, wait, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -859,13 +880,27 @@ func (s *FileStore) readRec(b *block, e *ent, wait bool) ([]byte, error) {
 	return buf, nil
 }
 
+// recBuf is n bytes for a record to be read or copied into: a fresh slice, or with dst
+// the reader's own buffer (grown when short, and left in *dst for its next read).
+func recBuf(dst *[]byte, n int64) []byte {
+	if dst == nil {
+		return make([]byte, n)
+	}
+	if int64(cap(*dst)) < n {
+		*dst = make([]byte, n, max(n, 1024))
+	}
+	*dst = (*dst)[:n]
+	return *dst
+}
+
 // raChunk is how much one read of the active block reads ahead.
 const raChunk = 64 << 10
 
-// readAhead returns a fresh copy of e's record bytes in the unsealed block b (mu held for
+// readAhead returns a copy of e's record bytes in the unsealed block b (mu held for
 // reading), from the read-ahead when it has them, else reading them (and, for a reader
-// streaming through the block, a chunk past them).
-func (s *FileStore) readAhead(b *block, e *ent, wait bool) ([]byte, error) {
+// streaming through the block, a chunk past them). The copy is fresh, or in *dst when dst
+// is given (see recBuf).
+func (s *FileStore) readAhead(b *block, e *ent, wait bool, dst *[]byte) ([]byte, error) {
 	off, n := int64(e.off), int64(e.slen)
 	if !wait {
 		if !s.cmu.TryLock() {
@@ -875,7 +910,8 @@ func (s *FileStore) readAhead(b *block, e *ent, wait bool) ([]byte, error) {
 		s.cmu.Lock()
 	}
 	if s.ra.b == b && off >= s.ra.off && off+n <= s.ra.off+int64(len(s.ra.data)) {
-		buf := append([]byte(nil), s.ra.data[off-s.ra.off:off-s.ra.off+n]...)
+		buf := recBuf(dst, n)
+		copy(buf, s.ra.data[off-s.ra.off:])
 		s.ra.lastB, s.ra.lastEnd = b, off+n
 		s.cmu.Unlock()
 		return buf, nil
@@ -887,7 +923,7 @@ func (s *FileStore) readAhead(b *block, e *ent, wait bool) ([]byte, error) {
 		if !ok {
 			return nil, ErrWouldBlock
 		}
-		buf := make([]byte, n)
+		buf := recBuf(dst, n)
 		if _, err := nw.ReadAtNoWait(buf, off); err != nil {
 			if err == vfs.ErrWouldBlock {
 				err = ErrWouldBlock
@@ -898,9 +934,13 @@ func (s *FileStore) readAhead(b *block, e *ent, wait bool) ([]byte, error) {
 	}
 	streaming := s.ra.lastB == b && s.ra.lastEnd == off
 	s.ra.lastB, s.ra.lastEnd = b, off+n
+	var spare []byte
+	if streaming {
+		spare, s.ra.spare = s.ra.spare, nil
+	}
 	s.cmu.Unlock()
 	if !streaming {
-		buf := make([]byte, n)
+		buf := recBuf(dst, n)
 		if _, err := b.f.ReadAt(buf, off); err != nil {
 			return nil, err
 		}
@@ -917,7 +957,11 @@ func (s *FileStore) readAhead(b *block, e *ent, wait bool) ([]byte, error) {
 		}
 	}
 	limit = min(limit, off+max(n, raChunk))
-	chunk := make([]byte, limit-off)
+	chunk := spare
+	if int64(cap(chunk)) < limit-off {
+		chunk = make([]byte, limit-off)
+	}
+	chunk = chunk[:limit-off]
 	got, err := b.f.ReadAt(chunk, off)
 	if int64(got) < n {
 		if err == nil {
@@ -926,12 +970,16 @@ func (s *FileStore) readAhead(b *block, e *ent, wait bool) ([]byte, error) {
 		return nil, err
 	}
 	chunk = chunk[:got]
-	buf := append([]byte(nil), chunk[:n]...)
+	buf := recBuf(dst, n)
+	copy(buf, chunk)
+	s.cmu.Lock()
 	if int64(got) > n {
-		s.cmu.Lock()
-		s.ra.b, s.ra.off, s.ra.data = b, off, chunk
-		s.cmu.Unlock()
+		s.ra.b, s.ra.off, s.ra.data, chunk = b, off, chunk, s.ra.data
 	}
+	if s.ra.spare == nil {
+		s.ra.spare = chunk[:0]
+	}
+	s.cmu.Unlock()
 	return buf, nil
 }
 
@@ -1005,7 +1053,7 @@ func (s *FileStore) TryLoadLastMsg(subject string) (*StoredMsg, error) {
 	if seq == 0 || seq < s.first {
 		return nil, ErrNotFound
 	}
-	return s.loadWait(seq, false)
+	return s.loadWait(seq, false, nil)
 }
 
 // lastOfLocked is the newest acknowledged message of subject ss at or below
@@ -1030,6 +1078,14 @@ func (s *FileStore) entLocked(seq uint64) *ent {
 }
 
 func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error) {
+	return s.loadNext(nil, filter, start)
+}
+
+func (s *FileStore) LoadNextMsgInto(mb *MsgBuf, filter string, start uint64) (*StoredMsg, error) {
+	return s.loadNext(mb, filter, start)
+}
+
+func (s *FileStore) loadNext(mb *MsgBuf, filter string, start uint64) (*StoredMsg, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if start < s.first {
@@ -1052,7 +1108,7 @@ func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 			if i == len(seqs) || seqs[i] > s.durable {
 				return nil, ErrEOF
 			}
-			return s.loadLocked(seqs[i])
+			return s.loadWait(seqs[i], true, mb)
 		}
 		if start < ss.first {
 			start = ss.first
@@ -1070,7 +1126,7 @@ func (s *FileStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 			if wild && !sublist.MatchFilter(s.subjects.byID(e.sid).name, filter) {
 				continue
 			}
-			return s.loadLocked(seq)
+			return s.loadWait(seq, true, mb)
 		}
 	}
 	return nil, ErrEOF
@@ -1315,7 +1371,7 @@ func (s *FileStore) entTS(b *block, e *ent) int64 {
 
 // recTS reads e's exact timestamp from its record; mu held.
 func (s *FileStore) recTS(b *block, e *ent) (int64, bool) {
-	rec, err := s.readRec(b, e, true)
+	rec, err := s.readRec(b, e, true, nil)
 	if err != nil {
 		return 0, false
 	}

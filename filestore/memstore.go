@@ -397,6 +397,14 @@ func (ms *MemStore) LoadMsg(seq uint64) (*StoredMsg, error) {
 	return copyMsg(&m.m), nil
 }
 
+// copyOf is copyMsg into mb.
+func (mb *MsgBuf) copyOf(m *StoredMsg) *StoredMsg {
+	mb.buf = append(append(mb.buf[:0], m.Header...), m.Data...)
+	mb.StoredMsg = *m
+	mb.Header, mb.Data = capped(mb.buf[:len(m.Header)]), capped(mb.buf[len(m.Header):])
+	return &mb.StoredMsg
+}
+
 func copyMsg(m *StoredMsg) *StoredMsg {
 	c := *m
 	c.Header, c.Data = clone(m.Header), clone(m.Data)
@@ -437,6 +445,14 @@ func (ms *MemStore) TryLoadLastMsg(subject string) (*StoredMsg, error) {
 }
 
 func (ms *MemStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error) {
+	return ms.loadNext(nil, filter, start)
+}
+
+func (ms *MemStore) LoadNextMsgInto(mb *MsgBuf, filter string, start uint64) (*StoredMsg, error) {
+	return ms.loadNext(mb, filter, start)
+}
+
+func (ms *MemStore) loadNext(mb *MsgBuf, filter string, start uint64) (*StoredMsg, error) {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()
 	start = max(start, ms.first)
@@ -454,6 +470,9 @@ func (ms *MemStore) LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
 			continue
 		}
 		if all || (wild && sublist.MatchFilter(m.m.Subject, filter)) || m.m.Subject == filter {
+			if mb != nil {
+				return mb.copyOf(&m.m), nil
+			}
 			return copyMsg(&m.m), nil
 		}
 	}

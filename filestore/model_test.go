@@ -93,6 +93,7 @@ func fileMatchesMem(t *testing.T, variant string) {
 		M   *StoredMsg
 		Err error
 	}
+	var fmb, mmb MsgBuf // LoadNextMsgInto's, reused from step to step
 	load := func(m *StoredMsg, err error) res {
 		if m != nil {
 			m.TS = 0 // each store stamps its own time
@@ -241,6 +242,9 @@ func fileMatchesMem(t *testing.T, variant string) {
 			start := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))
 			same(step, fmt.Sprintf("next %q %d", s, start), load(fs.LoadNextMsg(s, start)), load(ms.LoadNextMsg(s, start)))
 			same(step, fmt.Sprintf("next (oracle) %q %d", s, start), load(ms.LoadNextMsg(s, start)), oracleNext(s, start))
+			// The same through reused buffers (each compared before its next load).
+			same(step, fmt.Sprintf("next into %q %d", s, start), load(fs.LoadNextMsgInto(&fmb, s, start)), load(fs.LoadNextMsg(s, start)))
+			same(step, fmt.Sprintf("next into (mem) %q %d", s, start), load(ms.LoadNextMsgInto(&mmb, s, start)), load(ms.LoadNextMsg(s, start)))
 		case op < 94:
 			s := filter()
 			start := uint64(rng.Int63n(int64(fs.FastState().LastSeq) + 2))

@@ -15,12 +15,17 @@ func TestReadAheadFreshness(t *testing.T) {
 	}
 	defer s.Stop()
 	body := func(round, seq uint64) string { return fmt.Sprintf("r%d-%d-%0100d", round, seq, seq) }
+	var mb MsgBuf
 	check := func(round, from, to uint64) {
 		t.Helper()
 		for seq := from; seq <= to; seq++ {
 			sm, err := s.LoadNextMsg("", seq)
 			if err != nil || sm.Seq != seq || string(sm.Data) != body(round, seq) {
 				t.Fatalf("seq %d: %v %+v", seq, err, sm)
+			}
+			// A reader's reused buffer, as a consumer's, sees the same.
+			if sm, err = s.LoadNextMsgInto(&mb, "", seq); err != nil || sm.Seq != seq || string(sm.Data) != body(round, seq) {
+				t.Fatalf("seq %d into: %v %+v", seq, err, sm)
 			}
 		}
 	}
@@ -44,4 +49,46 @@ func TestReadAheadFreshness(t *testing.T) {
 	}
 	check(1, 1001, 1500)
 	check(0, 1, 1000)
+}
+
+// A message loaded into a reader's buffer is the reader's: writing over its payload or
+// appending to its header changes nothing another load sees, from the active block's
+// read-ahead or a sealed block's cache, and the next load into the buffer replaces it.
+func TestLoadNextMsgIntoOwnsItsBytes(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir(), BlockSize: 4 << 10, Logf: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	hdr := []byte("NATS/1.0\r\nK: v\r\n\r\n")
+	body := func(seq uint64) string { return fmt.Sprintf("m%04d-%0100d", seq, seq) }
+	const n = 200 // some in sealed blocks, the last in the active one
+	for seq := uint64(1); seq <= n; seq++ {
+		if _, _, err := s.StoreMsg("a", hdr, []byte(body(seq))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.RLock()
+	blocks := len(s.blocks)
+	s.mu.RUnlock()
+	if blocks < 3 {
+		t.Fatalf("%d blocks: the test wants sealed ones", blocks)
+	}
+	var mb MsgBuf
+	for seq := uint64(1); seq <= n; seq++ {
+		sm, err := s.LoadNextMsgInto(&mb, "a", seq)
+		if err != nil || sm != &mb.StoredMsg || sm.Seq != seq || string(sm.Data) != body(seq) || string(sm.Header) != string(hdr) {
+			t.Fatalf("seq %d: %v %+v", seq, err, sm)
+		}
+		for i := range sm.Data {
+			sm.Data[i] = 'X'
+		}
+		if h := append(sm.Header, "Y: z\r\n"...); string(sm.Data[:1]) != "X" || len(h) != len(hdr)+6 {
+			t.Fatalf("seq %d: appending to the header ran into the payload", seq)
+		}
+		again, err := s.LoadNextMsg("a", seq)
+		if err != nil || string(again.Data) != body(seq) || string(again.Header) != string(hdr) {
+			t.Fatalf("seq %d after writing over the loaded copy: %v %+v", seq, err, again)
+		}
+	}
 }

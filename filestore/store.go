@@ -61,6 +61,11 @@ type Store interface {
 	// LoadNextMsg returns the first message with seq >= start whose subject
 	// matches filter.
 	LoadNextMsg(filter string, start uint64) (*StoredMsg, error)
+	// LoadNextMsgInto is LoadNextMsg decoding into mb: the message it returns is
+	// mb's, its header and payload in mb's buffer, valid until mb's next load. A
+	// reader done with each message before it loads the next (a consumer
+	// delivering) allocates nothing per message.
+	LoadNextMsgInto(mb *MsgBuf, filter string, start uint64) (*StoredMsg, error)
 	RemoveMsg(seq uint64) (bool, error)
 	// Purge removes every message; sequence numbers continue.
 	Purge() (uint64, error)
@@ -210,6 +215,12 @@ type StoredMsg struct {
 	Data    []byte
 	Seq     uint64
 	TS      int64 // Unix nanoseconds
+}
+
+// MsgBuf is a reader's reusable message for LoadNextMsgInto. The zero value is ready.
+type MsgBuf struct {
+	StoredMsg
+	buf []byte
 }
 
 // State summarises a store.

@@ -57,8 +57,9 @@ type consumer struct {
 	rdset    map[uint64]struct{}
 	rdc      map[uint64]uint64 // redelivered and not acknowledged: num_redelivered
 	waiting  []*pullRequest
-	ackPre   string // "$JS.ACK.<stream>.<consumer>."
-	scratch  []byte // a delivery's ack reply, built here
+	ackPre   string           // "$JS.ACK.<stream>.<consumer>."
+	scratch  []byte           // a delivery's ack reply, built here
+	next     filestore.MsgBuf // the message a delivery pass loaded, until the next load
 	closed   bool
 	paused   bool
 	pauseTmr *time.Timer
@@ -579,9 +580,15 @@ func (c *consumer) nextMsgLocked() (*filestore.StoredMsg, uint64, bool) {
 }
 
 // loadNextLocked finds the first message at or after seq that the consumer's filters take.
+// With no filter or one, the message is c.next's: a delivery pass is done with it (the
+// internal client copies what it publishes) before it loads the next.
 func (c *consumer) loadNextLocked(seq uint64) *filestore.StoredMsg {
-	if c.filters == nil {
-		sm, err := c.s.store.LoadNextMsg("", seq)
+	if len(c.filters) <= 1 {
+		f := ""
+		if len(c.filters) == 1 {
+			f = c.filters[0]
+		}
+		sm, err := c.s.store.LoadNextMsgInto(&c.next, f, seq)
 		if err != nil {
 			return nil
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 
+	"github.com/natsd/natsd/filestore"
 	"github.com/natsd/natsd/loop"
 )
 
@@ -118,8 +119,9 @@ func (s *stream) writeSnapshot(w io.Writer, first, last uint64, consumers bool) 
 	binary.LittleEndian.PutUint32(hdr[:4], uint32(len(meta)))
 	bw.Write(hdr[:4])
 	bw.Write(meta)
+	var mb filestore.MsgBuf // each message is written out before the next is loaded
 	for seq := max(first, 1); seq != 0 && seq <= last; {
-		sm, err := s.store.LoadNextMsg("", seq)
+		sm, err := s.store.LoadNextMsgInto(&mb, "", seq)
 		if err != nil || sm.Seq > last {
 			break
 		}
