@@ -47,6 +47,7 @@ func newAccount(j *JetStream, acc *loop.Account, lim AccountLimits, enabled bool
 		lim: lim, streams: make(map[string]*stream)}
 	a.limp.Store(&lim)
 	a.api = j.eng.NewInternalClient(loop.KindJetStream, acc, "JetStream API")
+	a.api.KeepOrigins() // for the audit advisories' client
 	if enabled {
 		a.direct = j.eng.NewInternalClient(loop.KindJetStream, acc, "JetStream direct get")
 	}

@@ -94,7 +94,7 @@ type apiReq struct {
 	reply   string
 	hdr     []byte
 	body    []byte
-	from    loop.Origin
+	from    *loop.Origin
 }
 
 // apiTry drops, on the publisher's reactor, a direct get or a pull request that a stream's or
@@ -223,7 +223,11 @@ func (a *account) audit(r *apiReq) {
 }
 
 // clientInfo is the requester as advisories name it.
-func (a *account) clientInfo(o loop.Origin) map[string]any {
+func (a *account) clientInfo(from *loop.Origin) map[string]any {
+	var o loop.Origin
+	if from != nil {
+		o = *from
+	}
 	client := map[string]any{"acc": o.Account, "server": a.js.cfg.ServerName}
 	if !o.Start.IsZero() {
 		client["start"] = o.Start.UTC().Format(time.RFC3339Nano)

@@ -33,8 +33,14 @@ type InternalClient struct {
 	submu    sync.Mutex
 	subs     map[*sub]struct{} // live subscriptions, for monitoring
 	stopped  atomic.Bool
+	origins  atomic.Bool // KeepOrigins
 	routeAll func()
 }
+
+// KeepOrigins has the client's Worker handlers told who published each message
+// (WorkMsg.From). Most handlers never look, and an acknowledgement or a stored message is
+// copied for a worker by the hundred thousand a second: only a client that asks pays for it.
+func (ic *InternalClient) KeepOrigins() { ic.origins.Store(true) }
 
 // pendingPub is one queued publish: lengths of its parts, laid out in this order (subject,
 // as, reply, header and payload) in the client's buf, or in own for a large message (which
@@ -323,9 +329,9 @@ func (ic *InternalClient) Close() {
 // WorkMsg is a message copied for a Worker handler.
 type WorkMsg struct {
 	Subject, Reply string
-	Hdr            []byte // the header block, nil when none
-	Data           []byte // the payload
-	From           Origin
+	Hdr            []byte  // the header block, nil when none
+	Data           []byte  // the payload
+	From           *Origin // who published it, for a client that keeps origins; else nil
 }
 
 // workQueue carries copied messages from reactors to an internal client's worker.
@@ -363,7 +369,11 @@ type workItem struct {
 
 // queueWork copies m for q's worker; the worker is woken once, at the end of the batch.
 func (r *reactor) queueWork(q *workQueue, fn func(*WorkMsg), from *client, m *parser.Op) {
-	w := WorkMsg{From: originOf(from)}
+	var w WorkMsg
+	if q.ic.origins.Load() {
+		o := originOf(from)
+		w.From = &o
+	}
 	// Subject and reply share one copy (private to the message, so never written again).
 	if n := len(m.Subject) + len(m.Reply); n > 0 {
 		b := make([]byte, 0, n)
