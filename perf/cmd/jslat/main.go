@@ -1,12 +1,15 @@
 // Command jslat compares the latency of one JetStream client's sequential operations across
 // server binaries started side by side, each with `-js` and a fresh store: a KV put, a sync
-// publish, or a stream create and delete, each waiting for its answer before the next. The
-// sides take turns in short chunks, the first side rotating each chunk, so that a disk or a
-// CPU whose speed drifts over minutes (these machines' do) weighs on every side alike; a
-// sequential run of one side after the other cannot tell a 10 % change from that drift.
+// publish, a KV get (direct get by key), a PING answered by PONG (the floor: one round trip
+// through the server and the client's read loop), or a stream create and delete, each
+// waiting for its answer before the next. The sides take turns in short chunks, the first
+// side rotating each chunk, so that a disk or a CPU whose speed drifts over minutes (these
+// machines' do) weighs on every side alike; a sequential run of one side after the other
+// cannot tell a 10 % change from that drift.
 // Loopback only; it stops only the servers it started.
 //
 //	bin/jslat --bins bin/natsd,/tmp/natsd.old,.cache/tools/nats-server --op kvput
+//	bin/jslat --bins bin/natsd,.cache/tools/nats-server --op kvget
 //	bin/jslat --bins bin/natsd,.cache/tools/nats-server --op create --chunks 60 --per 1
 package main
 
@@ -19,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/natsd/natsd/perf/bench"
@@ -26,6 +30,7 @@ import (
 
 type side struct {
 	bin        string
+	nc         *nats.Conn
 	js         jetstream.JetStream
 	kv         jetstream.KeyValue
 	chunkP50s  []time.Duration
@@ -34,19 +39,22 @@ type side struct {
 
 func main() {
 	bins := flag.String("bins", "bin/natsd,.cache/tools/nats-server", "comma-separated server binaries")
-	op := flag.String("op", "kvput", "kvput (kv.Put, 128 B), pub (js.Publish, 128 B), create (a stream created, then deleted) "+
-		"or bucket (a KV bucket created, then its first put timed)")
+	op := flag.String("op", "kvput", "kvput (kv.Put, 128 B), pub (js.Publish, 128 B), kvget (kv.Get of one of 1,000 keys, 128 B), "+
+		"ping (nc.Flush: PING, PONG), create (a stream created, then deleted) or bucket (a KV bucket created, then its first put timed)")
 	chunks := flag.Int("chunks", 20, "chunks per side, after one unmeasured")
 	per := flag.Int("per", 300, "operations per chunk")
 	memory := flag.Bool("memory", false, "memory storage for the kvput and pub ops' bucket and stream: the path without the disk")
 	flag.Parse()
-	if *op != "kvput" && *op != "pub" && *op != "create" && *op != "bucket" {
-		fmt.Fprintln(os.Stderr, "jslat: --op is kvput, pub, create or bucket")
+	ops := map[string]string{"kvput": "kv.Put", "pub": "js.Publish", "kvget": "kv.Get", "ping": "PING/PONG",
+		"create": "stream create", "bucket": "KV bucket create"}
+	what, ok := ops[*op]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "jslat: --op is kvput, pub, kvget, ping, create or bucket")
 		os.Exit(2)
 	}
 	var sides []*side
 	for _, b := range strings.Split(*bins, ",") {
-		s, stop, err := start(b, *memory)
+		s, stop, err := start(b, *memory, *op == "kvget")
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "jslat: %s: %v\n", b, err)
 			os.Exit(1)
@@ -70,6 +78,10 @@ func main() {
 					_, err = s.kv.Put(ctx, "k"+strconv.Itoa(seq%1000), val)
 				case "pub":
 					_, err = s.js.Publish(ctx, "lat.x", val)
+				case "kvget":
+					_, err = s.kv.Get(ctx, "k"+strconv.Itoa(seq%1000))
+				case "ping":
+					err = s.nc.Flush()
 				case "bucket":
 					var kv jetstream.KeyValue
 					if kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "K" + strconv.Itoa(seq)}); err == nil {
@@ -107,7 +119,6 @@ func main() {
 			}
 		}
 	}
-	what := map[string]string{"kvput": "kv.Put", "pub": "js.Publish", "create": "stream create", "bucket": "KV bucket create"}[*op]
 	extra := map[string]string{"create": "delete", "bucket": "first put"}[*op]
 	fmt.Printf("%s, %d chunks of %d per side, taking turns (%s)\n", what, *chunks, *per, time.Now().Format("2006-01-02 15:04"))
 	for _, s := range sides {
@@ -123,8 +134,9 @@ func main() {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // start runs bin with JetStream on a fresh store and connects to it; a KV bucket "B" and a
-// stream "LAT" on lat.> are made for the put and publish ops, in memory if memory is set.
-func start(bin string, memory bool) (*side, func(), error) {
+// stream "LAT" on lat.> are made for the put and publish ops, in memory if memory is set;
+// with prefill the bucket gets keys k0…k999 (128 B each) for the get op.
+func start(bin string, memory, prefill bool) (*side, func(), error) {
 	srv, err := bench.StartJS(bin, "jslat")
 	if err != nil {
 		return nil, nil, err
@@ -149,9 +161,12 @@ func start(bin string, memory bool) (*side, func(), error) {
 	if err == nil {
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "LAT", Subjects: []string{"lat.>"}, Storage: st})
 	}
+	for i := 0; err == nil && prefill && i < 1000; i++ {
+		_, err = kv.Put(ctx, "k"+strconv.Itoa(i), make([]byte, 128))
+	}
 	if err != nil {
 		stop()
 		return nil, nil, err
 	}
-	return &side{bin: bin, js: js, kv: kv}, func() { nc.Close(); stop() }, nil
+	return &side{bin: bin, nc: nc, js: js, kv: kv}, func() { nc.Close(); stop() }, nil
 }
