@@ -1403,11 +1403,14 @@ func (c *consumer) nakLocked(sseq, dseq, dc uint64, arg []byte) {
 func parseAckSubject(subj string) (dc, sseq, dseq uint64, ok bool) {
 	var dots [16]int
 	n := 0
-	for i := 0; i < len(subj) && n < len(dots); i++ {
-		if subj[i] == '.' {
-			dots[n] = i
-			n++
+	for off := 0; n < len(dots); n++ {
+		i := strings.IndexByte(subj[off:], '.')
+		if i < 0 {
+			break
 		}
+		off += i
+		dots[n] = off
+		off++
 	}
 	ntok := n + 1
 	var base int
@@ -1420,17 +1423,34 @@ func parseAckSubject(subj string) (dc, sseq, dseq uint64, ok bool) {
 		return 0, 0, 0, false
 	}
 	tok := func(k int) string { return subj[dots[k-1]+1 : dots[k]] }
-	var err error
-	if dc, err = strconv.ParseUint(tok(base), 10, 64); err != nil {
+	if dc, ok = ackNum(tok(base)); !ok {
 		return 0, 0, 0, false
 	}
-	if sseq, err = strconv.ParseUint(tok(base+1), 10, 64); err != nil {
+	if sseq, ok = ackNum(tok(base + 1)); !ok {
 		return 0, 0, 0, false
 	}
-	if dseq, err = strconv.ParseUint(tok(base+2), 10, 64); err != nil {
+	if dseq, ok = ackNum(tok(base + 2)); !ok {
 		return 0, 0, 0, false
 	}
 	return dc, sseq, dseq, true
+}
+
+// ackNum is strconv.ParseUint(s, 10, 64) for an ack subject's counters, which are short: up
+// to 19 digits cannot overflow, so only a longer token takes strconv's checked path.
+func ackNum(s string) (uint64, bool) {
+	if len(s) == 0 || len(s) > 19 {
+		v, err := strconv.ParseUint(s, 10, 64)
+		return v, err == nil
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		v = v*10 + uint64(d)
+	}
+	return v, true
 }
 
 // markDirty has the commit loop write the state changes made so far.
