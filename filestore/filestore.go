@@ -812,15 +812,16 @@ func (s *FileStore) loadWait(seq uint64, wait bool, mb *MsgBuf) (*StoredMsg, err
 				m.Subject = string(rv.subj)
 			}
 			switch {
-			case b.sealed && mb != nil:
+			case b.sealed && mb != nil && len(rv.hdr)+len(rv.msg) <= msgBufKeep:
 				// rec is in the block cache: the caller gets copies, in its buffer.
 				mb.buf = append(append(mb.buf[:0], rv.hdr...), rv.msg...)
 				m.Header, m.Data = capped(mb.buf[:len(rv.hdr)]), capped(mb.buf[len(rv.hdr):])
 			case b.sealed:
 				m.Header, m.Data = clone(rv.hdr), clone(rv.msg)
 			default:
-				// rec was read for this call alone (into mb's buffer if given), so the
-				// caller may have it; capped, so appending to Header cannot run into Data.
+				// rec was read for this call alone (into mb's buffer if given and the
+				// record small enough), so the caller may have it; capped, so appending to
+				// Header cannot run into Data.
 				m.Header, m.Data = capped(rv.hdr), capped(rv.msg)
 			}
 			return m, nil
@@ -881,9 +882,10 @@ func (s *FileStore) readRec(b *block, e *ent, wait bool, dst *[]byte) ([]byte, e
 }
 
 // recBuf is n bytes for a record to be read or copied into: a fresh slice, or with dst
-// the reader's own buffer (grown when short, and left in *dst for its next read).
+// the reader's own buffer (grown when short, and left in *dst for its next read). A record
+// larger than msgBufKeep gets a fresh slice even so: a reader's buffer stays small.
 func recBuf(dst *[]byte, n int64) []byte {
-	if dst == nil {
+	if dst == nil || n > msgBufKeep {
 		return make([]byte, n)
 	}
 	if int64(cap(*dst)) < n {
@@ -976,7 +978,7 @@ func (s *FileStore) readAhead(b *block, e *ent, wait bool, dst *[]byte) ([]byte,
 	if int64(got) > n {
 		s.ra.b, s.ra.off, s.ra.data, chunk = b, off, chunk, s.ra.data
 	}
-	if s.ra.spare == nil {
+	if s.ra.spare == nil && cap(chunk) <= raChunk { // not a chunk stretched for one huge record
 		s.ra.spare = chunk[:0]
 	}
 	s.cmu.Unlock()

@@ -92,3 +92,42 @@ func TestLoadNextMsgIntoOwnsItsBytes(t *testing.T) {
 		}
 	}
 }
+
+// A MsgBuf keeps at most msgBufKeep between loads: a large message is loaded into an
+// allocation of its own, whichever store and block it comes from, and reads back whole.
+func TestMsgBufStaysSmall(t *testing.T) {
+	fs, err := Open(Config{Dir: t.TempDir(), BlockSize: 64 << 10, Logf: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	ms := NewMemStore(Limits{})
+	defer ms.Stop()
+	body := func(seq uint64) []byte {
+		n := 100
+		if seq%3 == 0 {
+			n = 3 * msgBufKeep
+		}
+		return []byte(fmt.Sprintf("%d-%0*d", seq, n, seq))
+	}
+	const n = 60 // about 20 large ones: several sealed blocks and the active one
+	for seq := uint64(1); seq <= n; seq++ {
+		for _, s := range []Store{fs, ms} {
+			if _, _, err := s.StoreMsg("a", nil, body(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, s := range []Store{fs, ms} {
+		var mb MsgBuf
+		for seq := uint64(1); seq <= n; seq++ {
+			sm, err := s.LoadNextMsgInto(&mb, "", seq)
+			if err != nil || sm.Seq != seq || string(sm.Data) != string(body(seq)) {
+				t.Fatalf("%T seq %d: %v", s, seq, err)
+			}
+			if cap(mb.buf) > msgBufKeep {
+				t.Fatalf("%T seq %d: the buffer kept %d bytes", s, seq, cap(mb.buf))
+			}
+		}
+	}
+}

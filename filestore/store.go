@@ -223,6 +223,11 @@ type MsgBuf struct {
 	buf []byte
 }
 
+// msgBufKeep bounds what a MsgBuf keeps between loads: a larger message is loaded into an
+// allocation of its own, so that a thousand consumers that once saw a big message do not
+// each hold its size for good.
+const msgBufKeep = 8 << 10
+
 // State summarises a store.
 type State struct {
 	Msgs     uint64

@@ -415,6 +415,9 @@ func (c *consumer) deliverPassLocked() {
 		}
 		return
 	}
+	// The pass's last message stays in c.next until the next load: let it go with the pass,
+	// so that an idle consumer does not hold a large one.
+	defer func() { c.next.StoredMsg = filestore.StoredMsg{} }()
 	var seen *pullRequest
 	for n := 0; ; n++ {
 		if n == passHead {
