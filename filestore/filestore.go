@@ -812,10 +812,9 @@ func (s *FileStore) loadWait(seq uint64, wait bool, mb *MsgBuf) (*StoredMsg, err
 				m.Subject = string(rv.subj)
 			}
 			switch {
-			case b.sealed && mb != nil && len(rv.hdr)+len(rv.msg) <= msgBufKeep:
+			case b.sealed && mb != nil:
 				// rec is in the block cache: the caller gets copies, in its buffer.
-				mb.buf = append(append(mb.buf[:0], rv.hdr...), rv.msg...)
-				m.Header, m.Data = capped(mb.buf[:len(rv.hdr)]), capped(mb.buf[len(rv.hdr):])
+				mb.setBody(rv.hdr, rv.msg)
 			case b.sealed:
 				m.Header, m.Data = clone(rv.hdr), clone(rv.msg)
 			default:

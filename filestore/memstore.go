@@ -397,15 +397,10 @@ func (ms *MemStore) LoadMsg(seq uint64) (*StoredMsg, error) {
 	return copyMsg(&m.m), nil
 }
 
-// copyOf is copyMsg into mb (into its buffer unless the message is larger than it keeps).
+// copyOf is copyMsg into mb.
 func (mb *MsgBuf) copyOf(m *StoredMsg) *StoredMsg {
 	mb.StoredMsg = *m
-	if len(m.Header)+len(m.Data) > msgBufKeep {
-		mb.Header, mb.Data = clone(m.Header), clone(m.Data)
-		return &mb.StoredMsg
-	}
-	mb.buf = append(append(mb.buf[:0], m.Header...), m.Data...)
-	mb.Header, mb.Data = capped(mb.buf[:len(m.Header)]), capped(mb.buf[len(m.Header):])
+	mb.setBody(m.Header, m.Data)
 	return &mb.StoredMsg
 }
 

@@ -223,6 +223,17 @@ type MsgBuf struct {
 	buf []byte
 }
 
+// setBody makes hdr and msg the message's header and payload, copied into mb's buffer, or
+// into allocations of their own when together larger than the buffer may keep.
+func (mb *MsgBuf) setBody(hdr, msg []byte) {
+	if len(hdr)+len(msg) > msgBufKeep {
+		mb.Header, mb.Data = clone(hdr), clone(msg)
+		return
+	}
+	mb.buf = append(append(mb.buf[:0], hdr...), msg...)
+	mb.Header, mb.Data = capped(mb.buf[:len(hdr)]), capped(mb.buf[len(hdr):])
+}
+
 // msgBufKeep bounds what a MsgBuf keeps between loads: a larger message is loaded into an
 // allocation of its own, so that a thousand consumers that once saw a big message do not
 // each hold its size for good.
