@@ -41,6 +41,8 @@ Server Options:
                                      (e.g. /var/run/natsd.pid); without it, the one running natsd
         --reactors <n>               Number of event-loop reactors (default: 1, measured best on 2 cores)
         --reuseport                  One SO_REUSEPORT listener per reactor
+        --reply_spin <dur>           Poll this long for the next request after answering one
+                                     on the reactor, instead of sleeping (default: 200us; 0: never)
         --lame_duck_duration <dur>   Spread lame-duck closes over this long (default: 2m)
         --lame_duck_grace_period <d> Wait this long before the first close (default: 10s)
         --allow_unsupported          Start even if the config file or the flags hold settings
@@ -299,6 +301,7 @@ func defineFlags(fs *flag.FlagSet, o *server.Options, x *flagVals) {
 	boolean(&o.Cluster.NoAdvertise, "no_advertise")
 	num(&o.Cluster.ConnectRetries, "connect_retries")
 	num(&o.Reactors, "reactors")
+	fs.Var(server.ReplySpinFlag{D: &o.ReplySpin}, "reply_spin", "")
 	fs.DurationVar(&o.LameDuckDuration, "lame_duck_duration", o.LameDuckDuration, "")
 	fs.DurationVar(&o.LameDuckGracePeriod, "lame_duck_grace_period", o.LameDuckGracePeriod, "")
 	boolean(&o.ReusePort, "reuseport")

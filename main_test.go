@@ -539,3 +539,39 @@ func TestBinarySignalWithoutPid(t *testing.T) {
 		t.Fatalf("exit after quit: %v\n%s", err, b.log)
 	}
 }
+
+// TestReplySpinSetting: --reply_spin and the reply_spin key give a duration, where 0 means
+// never (Options' zero value is the default).
+func TestReplySpinSetting(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		conf string
+		want time.Duration
+	}{
+		{want: 0},
+		{args: []string{"--reply_spin", "50us"}, want: 50 * time.Microsecond},
+		{args: []string{"--reply_spin=0"}, want: -1},
+		{conf: "reply_spin: 1ms\n", want: time.Millisecond},
+		{conf: "reply_spin: 0s\n", want: -1},
+		{args: []string{"--reply_spin", "0"}, conf: "reply_spin: 1ms\n", want: -1},
+	} {
+		args := tc.args
+		if tc.conf != "" {
+			f := filepath.Join(t.TempDir(), "c.conf")
+			if err := os.WriteFile(f, []byte(tc.conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = append([]string{"-c", f}, args...)
+		}
+		o, _, err := parseFlags(args)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if o.ReplySpin != tc.want {
+			t.Errorf("%v %q: ReplySpin %v, want %v", tc.args, tc.conf, o.ReplySpin, tc.want)
+		}
+	}
+	if _, _, err := parseFlags([]string{"--reply_spin", "soon"}); err == nil {
+		t.Error("--reply_spin soon parsed")
+	}
+}

@@ -29,6 +29,10 @@ type Config struct {
 	Port      int // -1 or 0: any free port
 	Reactors  int
 	ReusePort bool
+	// ReplySpin is how long a reactor keeps polling for its next event, instead of sleeping,
+	// after it answered a request itself (linger.go); 0 picks DefaultReplySpin, negative is
+	// never.
+	ReplySpin time.Duration
 	// Engine picks the driver: "gnet" (default) or "netpoll".
 	Engine string
 
@@ -157,6 +161,9 @@ type Engine struct {
 
 // New prepares an engine; Start runs it.
 func New(cfg Config) *Engine {
+	if cfg.ReplySpin == 0 {
+		cfg.ReplySpin = DefaultReplySpin
+	}
 	if cfg.Reactors <= 0 {
 		cfg.Reactors = DefaultReactors
 	}

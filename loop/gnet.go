@@ -291,6 +291,12 @@ func (d *gnetDriver) OnTraffic(gc gnet.Conn) gnet.Action {
 	if g.c.yielded {
 		g.c.r.yield(g.c)
 	}
+	if r := g.c.r; r.answered {
+		r.answered = false
+		if !g.c.yielded {
+			r.lingerAfterAnswer()
+		}
+	}
 	return gnet.None
 }
 

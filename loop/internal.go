@@ -257,6 +257,9 @@ func (ic *InternalClient) Respond(m *Msg, hdr, payload []byte) bool {
 		op.Kind = parser.KindHPub
 	}
 	ok := r.route(ic.c.acc, ic.c, op, d+1)
+	if ok {
+		r.answered = true
+	}
 	*op = parser.Op{}
 	if cap(b) <= 64<<10 { // a big reply's buffer is not kept for the next
 		r.rbuf[d] = b[:0]

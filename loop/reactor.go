@@ -80,6 +80,11 @@ type reactor struct {
 	evs     epollScratch // for gnet's waiting (epollWaiting)
 	kickFd  int          // the kicker's own socket, which waiting leaves out
 
+	// answered is set when an inline handler's reply (InternalClient.Respond) reached a
+	// connection in the current turn: the driver then lingers (linger.go).
+	answered bool
+	linger   lingerPolicy
+
 	stats struct {
 		slow, stale counter
 	}
@@ -132,6 +137,7 @@ func newReactor(e *Engine, ex Executor, idx int) *reactor {
 		efd:     -1,
 		kickFd:  -1,
 		rng:     rand.NewPCG(uint64(time.Now().UnixNano()), uint64(idx)),
+		linger:  lingerPolicy{budget: e.cfg.ReplySpin, score: lingerMax},
 	}
 	r.rrand = rand.New(r.rng)
 	r.wakeTask = r.onWake

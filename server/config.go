@@ -764,6 +764,10 @@ func (p *cfgParser) top(o *Options, m map[string]any) {
 			if n, ok := p.intRange(e, 0, 1024); ok {
 				o.Reactors = n
 			}
+		case "reply_spin":
+			if d, ok := p.duration(e); ok {
+				o.ReplySpin = replySpin(d)
+			}
 		default:
 			switch {
 			case unsupportedTopLevel[k]:

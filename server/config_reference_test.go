@@ -377,8 +377,9 @@ var blockTemplates = map[string]string{
 
 // natsdSamples are natsd's own keys.
 var natsdSamples = map[string]string{
-	"engine":   `$K: netpoll`,
-	"reactors": `$K: 2`,
+	"engine":     `$K: netpoll`,
+	"reactors":   `$K: 2`,
+	"reply_spin": `$K: 100us`,
 }
 
 // parseVerdict loads body and says which status the parser's answer fits: "yes" (also

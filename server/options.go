@@ -66,6 +66,9 @@ type Options struct {
 	Reactors int
 	// ReusePort gives each reactor its own SO_REUSEPORT listener (kernel-balanced accepts).
 	ReusePort bool
+	// ReplySpin is how long a reactor polls for its next event after answering a request
+	// itself (loop.Config.ReplySpin); 0 picks the measured default, negative is never.
+	ReplySpin time.Duration
 
 	// Monitoring: HTTPPort 0 = off, -1 = random; HTTPHost defaults to Host. HTTPSPort is
 	// not built yet: a setting in Unsupported (shown in /varz, nothing listens). ProfPort
@@ -271,4 +274,32 @@ func (o *Options) setDefaults() {
 	if o.LameDuckGracePeriod == 0 {
 		o.LameDuckGracePeriod = DefaultLameDuckGrace
 	}
+}
+
+// replySpin maps a configured reply_spin to Options.ReplySpin: 0 (or less) there means
+// never, where the zero Options value means the default.
+func replySpin(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// ReplySpinFlag is the --reply_spin flag's value.
+type ReplySpinFlag struct{ D *time.Duration }
+
+func (f ReplySpinFlag) String() string {
+	if f.D == nil {
+		return ""
+	}
+	return f.D.String()
+}
+
+func (f ReplySpinFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*f.D = replySpin(d)
+	return nil
 }

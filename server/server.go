@@ -196,6 +196,7 @@ func (s *Server) Start() error {
 		Port:                o.Port,
 		Reactors:            o.Reactors,
 		ReusePort:           o.ReusePort,
+		ReplySpin:           o.ReplySpin,
 		Engine:              o.Engine,
 		MaxPayload:          int(o.MaxPayload),
 		MaxControlLine:      int(o.MaxControlLine),
