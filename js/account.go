@@ -31,6 +31,8 @@ type account struct {
 	lim     AccountLimits // under mu; a copy in limp for readers that may hold mu
 	limp    atomic.Pointer[AccountLimits]
 	streams map[string]*stream
+	// subjects indexes every stream's subjects for the overlap check (subjindex.go), under mu.
+	subjects subjectIndex
 	// kept are the stream directories recover could not open (stream name -> why): left
 	// as they are, and no stream of that name is created over them while they exist.
 	kept sync.Map
@@ -111,6 +113,7 @@ func (a *account) recover() error {
 		}
 		a.mu.Lock()
 		a.streams[cfg.Name] = s
+		a.subjects.add(s, cfg.Subjects)
 		a.reserve(&cfg, 1)
 		a.mu.Unlock()
 		s.recoverConsumers()

@@ -412,10 +412,8 @@ func (a *account) addStream(in *StreamConfig, pedantic bool) (*stream, *APIError
 	if e := a.checkBytes(&cfg, 0); e != nil {
 		return nil, e
 	}
-	for _, o := range a.streams {
-		if subjectsOverlap(cfg.Subjects, o.config().Subjects) {
-			return nil, JSStreamSubjectOverlapErr
-		}
+	if a.subjects.collides(cfg.Subjects) {
+		return nil, JSStreamSubjectOverlapErr
 	}
 	s, err := openStream(a, cfg, time.Now().UTC(), true)
 	if err == nil {
@@ -426,6 +424,7 @@ func (a *account) addStream(in *StreamConfig, pedantic bool) (*stream, *APIError
 		return nil, JSStreamCreateErrF.withErr(err)
 	}
 	a.streams[cfg.Name] = s
+	a.subjects.add(s, cfg.Subjects)
 	a.reserve(&cfg, 1)
 	s.startSourcing()
 	a.advise("STREAM.CREATED."+cfg.Name, "stream_action", map[string]any{"stream": cfg.Name, "action": "create"})
@@ -514,10 +513,11 @@ func (a *account) updateStream(s *stream, in *StreamConfig, pedantic bool) *APIE
 	if cfg.AllowMsgTTL && !old.AllowMsgTTL {
 		cfg.Metadata = withLevel(cfg.Metadata, requiredLevel(&cfg))
 	}
-	for _, o := range a.streams {
-		if o != s && subjectsOverlap(cfg.Subjects, o.config().Subjects) {
-			return JSStreamSubjectOverlapErr
-		}
+	a.subjects.remove(s, old.Subjects) // checked against the other streams only
+	clash := a.subjects.collides(cfg.Subjects)
+	a.subjects.add(s, old.Subjects)
+	if clash {
+		return JSStreamSubjectOverlapErr
 	}
 	if e := a.checkBytes(&cfg, max(old.MaxBytes, 0)); e != nil && cfg.MaxBytes > old.MaxBytes {
 		return e
@@ -532,6 +532,8 @@ func (a *account) updateStream(s *stream, in *StreamConfig, pedantic bool) *APIE
 	}
 	a.reserve(&old, -1)
 	a.reserve(&cfg, 1)
+	a.subjects.remove(s, old.Subjects)
+	a.subjects.add(s, cfg.Subjects)
 	s.setConfig(&cfg)
 	if cfg.AllowMsgTTL && s.ttl == nil {
 		s.ttl = newTTLWheel(s)
@@ -571,6 +573,7 @@ func (a *account) apiStreamDelete(r *apiReq, typ string) {
 		return
 	}
 	delete(a.streams, s.name)
+	a.subjects.remove(s, s.config().Subjects)
 	a.reserve(s.config(), -1)
 	a.mu.Unlock()
 	if err := s.stop(true); err != nil {

@@ -466,18 +466,18 @@ func (rs *restore) run() result {
 		a.mu.Unlock()
 		return fail(JSStreamNameExistRestoreFailedErr)
 	}
-	for _, o := range a.streams {
-		if subjectsOverlap(cfg.Subjects, o.config().Subjects) {
-			a.mu.Unlock()
-			return fail(JSStreamSubjectOverlapErr)
-		}
+	if a.subjects.collides(cfg.Subjects) {
+		a.mu.Unlock()
+		return fail(JSStreamSubjectOverlapErr)
 	}
 	a.streams[cfg.Name] = s
+	a.subjects.add(s, cfg.Subjects)
 	a.reserve(&cfg, 1)
 	a.mu.Unlock()
 	if err := s.start(); err != nil {
 		a.mu.Lock()
 		delete(a.streams, cfg.Name)
+		a.subjects.remove(s, cfg.Subjects)
 		a.reserve(&cfg, -1)
 		a.mu.Unlock()
 		return result{err: err}

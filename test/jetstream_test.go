@@ -1258,3 +1258,57 @@ func TestJetStreamKV(t *testing.T) {
 		return obs
 	})
 }
+
+// TestJetStreamSubjectsFreedAndKept: the overlap check follows a stream's subjects through an
+// update (the old ones are free, the new ones taken), a delete (all free) and a restart (the
+// recovered streams' subjects still taken), as in nats-server.
+func TestJetStreamSubjectsFreedAndKept(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		cfg := Config{JetStream: true, StoreDir: t.TempDir()}
+		u, stop := tg.start(t, cfg)
+		nc, js := jsConnect(t, u)
+		ctx := context.Background()
+		obs := map[string]any{}
+		try := func(name string, do func() error) {
+			t.Helper()
+			obs[name] = jsErrObs(do())
+		}
+		create := func(name string, subjects ...string) func() error {
+			return func() error {
+				_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: subjects})
+				return err
+			}
+		}
+		update := func(name string, subjects ...string) func() error {
+			return func() error {
+				_, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: subjects})
+				return err
+			}
+		}
+		mustStream(t, js, jetstream.StreamConfig{Name: "A", Subjects: []string{"a.>", "x"}})
+		mustStream(t, js, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.*"}})
+		try("a.1 taken by A", create("X", "a.1"))
+		try("A moves to c.>", update("A", "c.>", "x"))
+		try("a.1 now free", create("X", "a.1"))
+		try("c.1 taken by A", create("Y", "c.1"))
+		try("*.9.9 taken by A", create("Y", "*.9.9"))
+		try("*.1.9 free", create("V", "*.1.9"))
+		try("B cannot take x", update("B", "b.*", "x"))
+		try("B keeps b.*", create("Y", "b.z"))
+		if err := js.DeleteStream(ctx, "B"); err != nil {
+			t.Fatal(err)
+		}
+		try("b.z free after delete", create("Z", "b.z"))
+		try("Z cannot move to c.9", update("Z", "c.9"))
+		nc.Close()
+		stop()
+		u2 := tg.run(t, fixedPort(t, cfg, u))
+		_, js = jsConnect(t, u2)
+		try("after restart c.2 taken by A", create("W", "c.2"))
+		try("after restart a.1 taken by X", create("W", "a.>"))
+		try("after restart b.z taken by Z", create("W", "b.z"))
+		try("after restart x taken by A", create("W", "x"))
+		try("after restart b.y free", create("W", "b.y"))
+		return obs
+	})
+}
