@@ -263,6 +263,7 @@ func (d *gnetDriver) discoverEpoll(r *reactor, gc gnet.Conn) {
 		return
 	}
 	r.epollKnown = true
+	r.wakePending = gnetWakePending(gc)
 	if r.epfd, r.efd = gnetEpollFD(gc); r.epfd < 0 {
 		if d.e.cfg.Log != nil {
 			d.e.cfg.Log.Warnf("Cannot pause reads on this gnet event loop: a stalled publisher's bytes will be buffered")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"unsafe"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -45,6 +46,26 @@ func gnetEpollFD(gc gnet.Conn) (epfd, efd int) {
 		return -1, -1
 	}
 	return epfd, efd
+}
+
+// gnetWakePending finds the flag gnet's poller keeps while a wake of its loop is pending
+// (conn.loop.poller.wakeupCall: set when a task is queued, cleared once the loop has run its
+// tasks). gnet runs a batch's tasks only after its sockets, and writes its eventfd only when
+// the flag goes from clear to set, so a reactor lingering in a socket's callback cannot see a
+// wake that came in the same batch, or one queued since, on the epoll instance: it reads the
+// flag instead (linger_linux.go). nil if gnet no longer has it: the reactor then never lingers.
+func gnetWakePending(gc gnet.Conn) *int32 {
+	v := reflect.ValueOf(gc)
+	for _, name := range []string{"loop", "poller"} {
+		if v = field(v, name); !v.IsValid() {
+			return nil
+		}
+	}
+	f := field(v, "wakeupCall")
+	if !f.IsValid() || f.Kind() != reflect.Int32 || !f.CanAddr() {
+		return nil
+	}
+	return (*int32)(unsafe.Pointer(f.UnsafeAddr()))
 }
 
 // field dereferences v and returns its field name (invalid if there is none).

@@ -8,6 +8,8 @@ import "github.com/panjf2000/gnet/v2"
 // publisher's bytes are buffered by gnet as before.
 func gnetEpollFD(gnet.Conn) (epfd, efd int) { return -1, -1 }
 
+func gnetWakePending(gnet.Conn) *int32 { return nil }
+
 func (g *gnetConn) applyInterest() {}
 
 type epollScratch struct{}

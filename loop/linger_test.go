@@ -54,15 +54,7 @@ func TestLingerEndsOnReadiness(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the reactor lingers on Linux only")
 	}
-	e := New(Config{
-		Host: "127.0.0.1", Port: -1, Reactors: 1, ReplySpin: 30 * time.Second,
-		MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20,
-		PingInterval: 2 * time.Minute, MaxPingsOut: 2, WriteDeadline: 10 * time.Second,
-		Info: []byte(`{"server_id":"TEST","version":"2.15.2","proto":1,"max_payload":1048576}`),
-	})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := lingerEngine(t)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -115,5 +107,65 @@ func TestLingerEndsOnReadiness(t *testing.T) {
 		stopped = true
 	case <-time.After(10 * time.Second):
 		t.Fatal("engine did not stop while its reactor lingered")
+	}
+}
+
+// lingerEngine starts an engine with one reactor that lingers for up to 30 s after each
+// answer: a linger that missed what should end it shows as a test step timing out.
+func lingerEngine(t *testing.T) *Engine {
+	t.Helper()
+	e := New(Config{
+		Host: "127.0.0.1", Port: -1, Reactors: 1, ReplySpin: 30 * time.Second,
+		MaxPayload: 1 << 20, MaxControlLine: 4096, MaxPending: 64 << 20,
+		PingInterval: 2 * time.Minute, MaxPingsOut: 2, WriteDeadline: 10 * time.Second,
+		Info: []byte(`{"server_id":"TEST","version":"2.15.2","proto":1,"max_payload":1048576}`),
+	})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestLingerSeesPendingTasks: a task queued while the reactor was busy reaches gnet's loop
+// as an eventfd event in the same poll as the next request; gnet runs tasks after the
+// batch's sockets and does not signal again while that wake is pending, so the linger after
+// answering the request must see the pending wake itself, or the task waits out the budget.
+func TestLingerSeesPendingTasks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the reactor lingers on Linux only")
+	}
+	e := lingerEngine(t)
+	t.Cleanup(e.Stop)
+	a := e.account("A", true)
+	ic := e.NewInternalClient(KindSystem, a, "sys")
+	busy := make(chan struct{})
+	if _, err := ic.WorkerOrInline("get.>", "", func(m *Msg) bool {
+		if string(m.Subject) == "get.slow" {
+			close(busy)
+			time.Sleep(200 * time.Millisecond) // the reactor is held while the test queues
+			return true
+		}
+		return ic.Respond(m, nil, []byte("v"))
+	}, func(*WorkMsg) {}); err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := dialInto(t, e, a), dialInto(t, e, a)
+	c1.send("SUB r.> 1\r\n")
+	c1.flush()
+	r := e.reactorsSnapshot()[0]
+	c2.send("PUB get.slow 0\r\n\r\n")
+	<-busy
+	ran := make(chan struct{})
+	if err := r.ex.Execute(func() { close(ran) }); err != nil { // eventfd ready first ...
+		t.Fatal(err)
+	}
+	c1.send("PUB get.k r.1 0\r\n\r\n") // ... then the request, both before the next poll
+	if l := c1.line(); l != "MSG r.1 1 1\r\n" {
+		t.Fatalf("reply: %q", l)
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a task queued with the request waited for the reactor's linger")
 	}
 }

@@ -82,8 +82,9 @@ type reactor struct {
 
 	// answered is set when an inline handler's reply (InternalClient.Respond) reached a
 	// connection in the current turn: the driver then lingers (linger.go).
-	answered bool
-	linger   lingerPolicy
+	answered    bool
+	linger      lingerPolicy
+	wakePending *int32 // gnet's flag for a pending wake of this loop (gnetWakePending)
 
 	stats struct {
 		slow, stale counter
