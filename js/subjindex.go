@@ -41,13 +41,13 @@ func (x *subjectIndex) add(s *stream, subjects []string) {
 // remove undoes add(s, subjects).
 func (x *subjectIndex) remove(s *stream, subjects []string) {
 	for _, subj := range subjects {
-		x.removeOne(&x.root, s, strings.Split(subj, "."))
+		removeOne(&x.root, s, strings.Split(subj, "."))
 	}
 }
 
 // removeOne removes one subject of s under n: whether it was there, and whether n is left
 // holding nothing.
-func (x *subjectIndex) removeOne(n *sxNode, s *stream, toks []string) (removed, empty bool) {
+func removeOne(n *sxNode, s *stream, toks []string) (removed, empty bool) {
 	if len(toks) == 0 {
 		if n.ends[s] == 0 {
 			return false, false
@@ -61,7 +61,7 @@ func (x *subjectIndex) removeOne(n *sxNode, s *stream, toks []string) (removed, 
 	if c == nil {
 		return false, false
 	}
-	removed, gone := x.removeOne(c, s, toks[1:])
+	removed, gone := removeOne(c, s, toks[1:])
 	if !removed {
 		return false, false
 	}

@@ -55,19 +55,8 @@ func TestLingerEndsOnReadiness(t *testing.T) {
 		t.Skip("the reactor lingers on Linux only")
 	}
 	e := lingerEngine(t)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			e.Stop()
-		}
-	})
 	a := e.account("A", true)
-	ic := e.NewInternalClient(KindSystem, a, "sys")
-	if _, err := ic.WorkerOrInline("get.>", "", func(m *Msg) bool {
-		return ic.Respond(m, nil, []byte("v"))
-	}, func(*WorkMsg) {}); err != nil {
-		t.Fatal(err)
-	}
+	ic := answerGets(t, e, a, nil)
 	c1, c2 := dialInto(t, e, a), dialInto(t, e, a)
 	c1.send("SUB r.> 1\r\nSUB x 2\r\n")
 	c1.flush()
@@ -94,7 +83,8 @@ func TestLingerEndsOnReadiness(t *testing.T) {
 	}
 	expect(c1, "MSG r.3 1 1\r\n", "w\r\n")
 	var begun uint64
-	onReactor(t, e.reactorsSnapshot()[0], func() { begun = e.reactorsSnapshot()[0].linger.begun })
+	r := e.reactorsSnapshot()[0]
+	onReactor(t, r, func() { begun = r.linger.begun })
 	if begun < 20 {
 		t.Fatalf("%d lingers begun after 21 answers", begun)
 	}
@@ -104,7 +94,6 @@ func TestLingerEndsOnReadiness(t *testing.T) {
 	go func() { e.Stop(); close(done) }()
 	select {
 	case <-done:
-		stopped = true
 	case <-time.After(10 * time.Second):
 		t.Fatal("engine did not stop while its reactor lingered")
 	}
@@ -123,7 +112,24 @@ func lingerEngine(t *testing.T) *Engine {
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(e.Stop) // Stop is idempotent: a test may stop it first
 	return e
+}
+
+// answerGets answers get.> inline on the publisher's reactor with "v"; hold, when set, is
+// shown each request first and takes the ones it returns true for.
+func answerGets(t *testing.T, e *Engine, a *Account, hold func(m *Msg) bool) *InternalClient {
+	t.Helper()
+	ic := e.NewInternalClient(KindSystem, a, "sys")
+	if _, err := ic.WorkerOrInline("get.>", "", func(m *Msg) bool {
+		if hold != nil && hold(m) {
+			return true
+		}
+		return ic.Respond(m, nil, []byte("v"))
+	}, func(*WorkMsg) {}); err != nil {
+		t.Fatal(err)
+	}
+	return ic
 }
 
 // TestLingerSeesPendingTasks: a task queued while the reactor was busy reaches gnet's loop
@@ -135,20 +141,16 @@ func TestLingerSeesPendingTasks(t *testing.T) {
 		t.Skip("the reactor lingers on Linux only")
 	}
 	e := lingerEngine(t)
-	t.Cleanup(e.Stop)
 	a := e.account("A", true)
-	ic := e.NewInternalClient(KindSystem, a, "sys")
 	busy := make(chan struct{})
-	if _, err := ic.WorkerOrInline("get.>", "", func(m *Msg) bool {
-		if string(m.Subject) == "get.slow" {
-			close(busy)
-			time.Sleep(200 * time.Millisecond) // the reactor is held while the test queues
-			return true
+	answerGets(t, e, a, func(m *Msg) bool {
+		if string(m.Subject) != "get.slow" {
+			return false
 		}
-		return ic.Respond(m, nil, []byte("v"))
-	}, func(*WorkMsg) {}); err != nil {
-		t.Fatal(err)
-	}
+		close(busy)
+		time.Sleep(200 * time.Millisecond) // the reactor is held while the test queues
+		return true
+	})
 	c1, c2 := dialInto(t, e, a), dialInto(t, e, a)
 	c1.send("SUB r.> 1\r\n")
 	c1.flush()
