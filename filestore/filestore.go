@@ -409,6 +409,7 @@ type FileStore struct {
 	floor      uint64 // floor marker to emit at the end of the batch
 	floorAt    uint64 // the highest floor marker emitted (or recovered)
 	maybeEmpty bool   // a block may have emptied since collectEmpty last looked
+	blank      bool   // Open found neither a block nor index.db: a new store
 	spareAsked bool   // a spare has been asked for and not yet used
 	lastLimit  int64  // room of the newest block
 	dirty      bool
@@ -474,7 +475,9 @@ func Open(cfg Config) (*FileStore, error) {
 		return nil, err
 	}
 	s.spares = make(chan spare, 1)
-	if b := s.act; b == nil || b.size >= b.limit/4 {
+	if s.blank {
+		s.askFirst(s.nextLimit(s.lastLimit))
+	} else if b := s.act; b == nil || b.size >= b.limit/4 {
 		s.askSpare(s.nextLimit(s.lastLimit))
 	}
 	if s.grouped() {

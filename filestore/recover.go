@@ -163,6 +163,7 @@ func (s *FileStore) recover() error {
 			s.logf("filestore: %s: index.db is damaged; rebuilding it from the blocks", s.cfg.Dir)
 		}
 	}
+	s.blank = len(ids) == 0 && ix == nil
 
 	// Reading and checksumming blocks is most of an open; blocks are
 	// independent until rebuild, so every core takes a share.
@@ -562,7 +563,7 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 	s.maybeEmpty = true // blocks left empty are dropped with the first batch
 	if n := len(s.blocks); n > 0 {
 		b := s.blocks[n-1]
-		if !b.sealed && b.f != nil && s.cfg.SyncInterval >= 0 {
+		if !b.sealed && b.f != nil && b.size > 0 && s.cfg.SyncInterval >= 0 {
 			// A process that crashed (rather than lost power) may have left
 			// unsynced records in the page cache that were read above as
 			// valid. Sync them before anything is written after them: a
@@ -575,8 +576,9 @@ func (s *FileStore) rebuild(lds []*loaded, ix *index) error {
 			s.act = b
 		}
 	}
-	if s.last > 0 || len(s.blocks) > 0 {
-		// A new, empty store has nothing to describe: its first commit writes the index.
+	if s.last > 0 || len(s.blocks) > 1 || len(s.blocks) == 1 && s.blocks[0].size > 0 {
+		// A new, empty store (at most its first block, made ahead and still empty:
+		// askFirst) has nothing to describe: its first commit writes the index.
 		s.writeIndex()
 	}
 	return nil

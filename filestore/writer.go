@@ -513,23 +513,26 @@ func (s *FileStore) writeSegs(c *commit) error {
 			}
 			// The file itself was zero-filled (and synced) ahead of time by
 			// the spare goroutine; giving it its name is a rename, made
-			// durable by the next directory sync (c.created).
+			// durable by the next directory sync (c.created). A store's
+			// first block was made under its name, durably (askFirst).
 			s.askSpare(b.limit) // in case the active block filled before a quarter was seen
 			sp := <-s.spares
 			s.spareAsked = false
 			if sp.err != nil {
 				return sp.err
 			}
-			if err := s.fs.Rename(sp.name, s.blockPath(b.id, false)); err != nil {
-				sp.f.Close()
-				_ = s.fs.Remove(sp.name)
-				return err
+			if name := s.blockPath(b.id, false); sp.name != name {
+				if err := s.fs.Rename(sp.name, name); err != nil {
+					sp.f.Close()
+					_ = s.fs.Remove(sp.name)
+					return err
+				}
+				c.created = true
 			}
 			f := sp.f
 			s.mu.Lock()
 			b.f = f
 			s.mu.Unlock()
-			c.created = true
 		}
 		b.fresh = false
 		if _, err := b.f.WriteAt(s.wbuf[sg.start:sg.end], sg.off); err != nil {
