@@ -375,9 +375,12 @@ type FileStore struct {
 	free     [][]*op // op slices handed back after acknowledgement
 	closed   bool
 	removing bool // StopForRemoval: shutdown only closes the files
-	held     bool // StoreAsyncHeld queued records no one has been told of yet
+	nheld    int  // how many records at the queue's end StoreAsyncHeld left untold
+	wRunning bool // a writer goroutine runs (it ends after writerIdle without work)
+	syncDue  bool // SyncInterval > 0: the periodic sync is due
 	wake     chan struct{}
-	done     chan struct{}
+	done     chan struct{} // closed once the store has shut down
+	tickT    *time.Timer   // SyncInterval > 0: sets syncDue every interval
 
 	// drainMu is held by whoever does the writer's work: the writer goroutine, or a caller
 	// of Flush that found it idle. Everything under "writer-owned" is theirs.
@@ -483,7 +486,11 @@ func Open(cfg Config) (*FileStore, error) {
 	if s.grouped() {
 		s.fin = make(chan *commit, 64) // its finisher starts with the first commit handed to it
 	}
-	go s.writer()
+	if cfg.SyncInterval > 0 {
+		s.qmu.Lock() // tick may run before AfterFunc returns
+		s.tickT = time.AfterFunc(cfg.SyncInterval, s.tick)
+		s.qmu.Unlock()
+	}
 	if cfg.Limits.MaxAge > 0 {
 		s.enqueue(&op{kind: opExpire}, false, false)
 	}
@@ -537,7 +544,7 @@ func (s *FileStore) storeAsync(subj string, hdr, msg []byte, cb func(seq uint64,
 // overlapping its fsync with that work.
 func (s *FileStore) Flush(inline bool) {
 	s.qmu.Lock()
-	s.held = false
+	s.nheld = 0
 	n := len(s.queue)
 	s.qmu.Unlock()
 	if n == 0 {
@@ -549,9 +556,9 @@ func (s *FileStore) Flush(inline bool) {
 		if !closing {
 			return
 		}
-		// Stop came in meanwhile: the writer goroutine shuts the store down.
+		// Stop came in meanwhile: the writer goroutine it started shuts the store down.
 	}
-	s.poke()
+	s.kick()
 }
 
 func checkMsg(maxSize int32, subj string, hdr, msg []byte) error {
@@ -681,16 +688,22 @@ func (s *FileStore) enqueue(o *op, bounded, held bool) bool {
 	}
 	s.queue = append(s.queue, o)
 	s.queued += int64(len(o.rec))
-	// The writer is told when the queue becomes non-empty, or of earlier held records
-	// once something not held joins them (its caller may wait for it).
-	tell := !held && (len(s.queue) == 1 || s.held)
 	if held {
-		s.held = true
-	} else {
-		s.held = false
+		s.nheld++
+		s.qmu.Unlock()
+		return true
 	}
+	// The writer is told when the queue becomes non-empty, or of earlier held records
+	// once something not held joins them (its caller may wait for it); one is started
+	// when none runs.
+	start := !s.wRunning
+	tell := !start && (len(s.queue) == 1 || s.nheld > 0)
+	s.wRunning = true
+	s.nheld = 0
 	s.qmu.Unlock()
-	if tell {
+	if start {
+		go s.writer()
+	} else if tell {
 		s.poke()
 	}
 	return true
@@ -722,10 +735,7 @@ func (s *FileStore) stop(index bool) error {
 	s.closed = true
 	s.removing = !index
 	s.qmu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.kick()
 	<-s.done
 	return s.failed()
 }

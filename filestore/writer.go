@@ -72,31 +72,63 @@ func (s *FileStore) failed() error {
 	return nil
 }
 
+// writerIdle is how long a writer goroutine waits for work before it ends. A store
+// holds no goroutine while idle (10,000 streams or KV buckets would otherwise park
+// 10,000), and a busy one keeps its writer: starting one per commit would add a
+// goroutine start, and stack growth through the commit path, to every fsync round.
+var writerIdle = time.Second
+
+// writer does the writer's work until the store closes or it has waited writerIdle
+// for more. Whoever queues work for the writer when none runs starts one (enqueue,
+// kick, stop, tick); wRunning, under qmu, says whether one does.
 func (s *FileStore) writer() {
-	defer close(s.done)
-	var tick <-chan time.Time
-	if s.cfg.SyncInterval > 0 {
-		t := time.NewTicker(s.cfg.SyncInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	idle := time.NewTimer(writerIdle)
+	defer idle.Stop()
 	for {
-		select {
-		case <-s.wake:
-		case <-tick:
-			s.drainMu.Lock()
-			s.periodicSync()
-			s.drainMu.Unlock()
-			continue
-		}
 		s.drainMu.Lock()
+		s.qmu.Lock()
+		due := s.syncDue
+		s.syncDue = false
+		s.qmu.Unlock()
+		if due {
+			s.periodicSync()
+		}
 		if s.drain(true) {
 			s.shutdown()
 			s.drainMu.Unlock()
+			close(s.done)
 			return
 		}
 		s.drainMu.Unlock()
+		idle.Reset(writerIdle)
+		select {
+		case <-s.wake:
+		case <-idle.C:
+			s.qmu.Lock()
+			// Records StoreAsyncHeld left untold wait for their caller's Flush, which
+			// starts a writer again.
+			if !s.closed && !s.syncDue && len(s.queue) == s.nheld {
+				s.wRunning = false
+				s.qmu.Unlock()
+				return
+			}
+			s.qmu.Unlock()
+		}
 	}
+}
+
+// tick is the periodic sync's timer (SyncInterval > 0).
+func (s *FileStore) tick() {
+	s.qmu.Lock()
+	if s.closed {
+		s.qmu.Unlock()
+		return
+	}
+	s.syncDue = true
+	t := s.tickT
+	s.qmu.Unlock()
+	t.Reset(s.cfg.SyncInterval)
+	s.kick()
 }
 
 // drain applies queued operations until the queue stays empty, committing
@@ -145,6 +177,19 @@ func (s *FileStore) poke() {
 	}
 }
 
+// kick tells the writer there is work, starting one if none runs.
+func (s *FileStore) kick() {
+	s.qmu.Lock()
+	start := !s.wRunning
+	s.wRunning = true
+	s.qmu.Unlock()
+	if start {
+		go s.writer()
+	} else {
+		s.poke()
+	}
+}
+
 // recycle returns an op slice for the queue to reuse.
 func (s *FileStore) recycle(ops []*op) {
 	clear(ops)
@@ -158,6 +203,9 @@ func (s *FileStore) recycle(ops []*op) {
 func (s *FileStore) shutdown() {
 	if s.timer != nil {
 		s.timer.Stop()
+	}
+	if s.tickT != nil {
+		s.tickT.Stop()
 	}
 	s.qmu.Lock()
 	removing := s.removing

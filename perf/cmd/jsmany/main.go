@@ -42,6 +42,8 @@ type row struct {
 	CPUNsPerMsg float64 `json:"cpu_ns_per_msg"`
 	RSSMiB      float64 `json:"rss_mib"`
 	Goroutines  int     `json:"goroutines"`
+	StackMiB    float64 `json:"stack_mib"`       // goroutine stacks in use (runtime.MemStats.StackInuse)
+	IdleGor     int     `json:"idle_goroutines"` // goroutines 2 s after the last acknowledgement
 	Stored      uint64  `json:"stored"`
 	Err         string  `json:"error,omitempty"`
 }
@@ -62,7 +64,7 @@ func main() {
 		"nats-server":        {name: "nats-server", bin: *ref},
 		"nats-server-always": {name: "nats-server-always", bin: *ref, conf: "sync_interval: always"},
 	}
-	fmt.Printf("%-20s %8s %9s %8s %11s %12s %8s %10s\n", "side", "streams", "create s", "msgs", "msgs/s", "CPU ns/msg", "RSS MiB", "goroutines")
+	fmt.Printf("%-20s %8s %9s %8s %11s %12s %8s %10s %9s %9s\n", "side", "streams", "create s", "msgs", "msgs/s", "CPU ns/msg", "RSS MiB", "goroutines", "stack MiB", "idle gor.")
 	for _, cs := range strings.Split(*counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(cs))
 		if err != nil || n <= 0 {
@@ -76,8 +78,8 @@ func main() {
 				os.Exit(2)
 			}
 			r := run(sd, n, *msgs, *window, *size)
-			fmt.Printf("%-20s %8d %9.2f %8d %11.0f %12.0f %8.1f %10d %s\n", r.Side, r.Streams, r.CreateS, r.Msgs,
-				r.MsgsPerSec, r.CPUNsPerMsg, r.RSSMiB, r.Goroutines, r.Err)
+			fmt.Printf("%-20s %8d %9.2f %8d %11.0f %12.0f %8.1f %10d %9.1f %9d %s\n", r.Side, r.Streams, r.CreateS, r.Msgs,
+				r.MsgsPerSec, r.CPUNsPerMsg, r.RSSMiB, r.Goroutines, r.StackMiB, r.IdleGor, r.Err)
 			if *asJSON {
 				b, _ := json.Marshal(r)
 				fmt.Println(string(b))
@@ -170,6 +172,9 @@ func run(sd side, n, msgs, window, size int) (r row) {
 		r.RSSMiB = float64(rss) / (1 << 20)
 	}
 	r.Goroutines = goroutines(prof)
+	r.StackMiB = float64(stackInuse(prof)) / (1 << 20)
+	time.Sleep(2 * time.Second) // what a server keeps for streams that stopped taking messages
+	r.IdleGor = goroutines(prof)
 	// Every message must be stored: the account's stream listing adds them up.
 	lister := js.ListStreams(ctx)
 	for info := range lister.Info() {
@@ -181,6 +186,28 @@ func run(sd side, n, msgs, window, size int) (r row) {
 		r.Err = fmt.Sprintf("stored %d of %d", r.Stored, msgs)
 	}
 	return r
+}
+
+// stackInuse reads the server's goroutine stack bytes from the MemStats footer of its heap
+// profile (both servers serve net/http/pprof), or -1.
+func stackInuse(port int) int64 {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", port))
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// "# Stack = <StackInuse> / <StackSys>"
+		if v, ok := strings.CutPrefix(sc.Text(), "# Stack = "); ok {
+			v, _, _ = strings.Cut(v, " ")
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // goroutines reads the server's goroutine count from its pprof endpoint.
