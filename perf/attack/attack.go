@@ -70,25 +70,20 @@ var Attacks = []string{"slowsub", "ping", "badsub", "classic"}
 // Run starts t, runs one attack against it and stops it.
 func Run(t Target, o Options) (r Result) {
 	r.Target, r.Attack, r.TLS = t.Name, o.Attack, o.TLS
-	port, mport := freePort(), freePort()
-	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-m", strconv.Itoa(mport)}
 	var tlsCfg *tls.Config
+	var conf string
 	if o.TLS || o.Config != "" {
-		conf, err := writeConfig(o.Dir, t.Name, o.TLS, o.Config)
-		if err != nil {
+		var err error
+		if conf, err = writeConfig(o.Dir, t.Name, o.TLS, o.Config); err != nil {
 			r.Problems = append(r.Problems, err.Error())
 			return r
 		}
-		args = append(args, "-c", conf)
 		if o.TLS {
 			tlsCfg = &tls.Config{InsecureSkipVerify: true}
 		}
 	}
-	args = append(args, t.Args...)
-	cmd := exec.Command(t.Bin, args...)
-	var logBuf lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	if err := cmd.Start(); err != nil {
+	cmd, logBuf, port, mport, err := start(t, conf)
+	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 		return r
 	}
@@ -102,10 +97,6 @@ func Run(t Target, o Options) (r Result) {
 		}
 	}()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	if err := waitPort(addr); err != nil {
-		r.Problems = append(r.Problems, err.Error())
-		return r
-	}
 	d := &dialer{addr: addr, tls: tlsCfg}
 	probe, err := startProbe(d)
 	if err != nil {
@@ -380,6 +371,40 @@ type bufferedConn struct {
 }
 
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// start starts t's server on two free ports and waits until it listens. A port found free
+// can be taken before the server binds it (a connection's ephemeral port, such as an
+// attacker's reconnect from the run before): a server that says "address already in use"
+// is started again on other ports, twice at most.
+func start(t Target, conf string) (cmd *exec.Cmd, logBuf *lockedBuffer, port, mport int, err error) {
+	for attempt := 1; ; attempt++ {
+		port, mport = freePort(), freePort()
+		args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-m", strconv.Itoa(mport)}
+		if conf != "" {
+			args = append(args, "-c", conf)
+		}
+		args = append(args, t.Args...)
+		cmd = exec.Command(t.Bin, args...)
+		logBuf = &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = logBuf, logBuf
+		if err = cmd.Start(); err != nil {
+			return nil, nil, 0, 0, err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		if err = waitPort(addr); err == nil {
+			return cmd, logBuf, port, mport, nil
+		}
+		bench.StopProcess(cmd, 15*time.Second)
+		out := logBuf.Bytes()
+		if attempt < 3 && bytes.Contains(out, []byte("address already in use")) {
+			continue
+		}
+		if i := bytes.LastIndexByte(bytes.TrimRight(out, "\n"), '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+		return nil, nil, 0, 0, fmt.Errorf("%v (attempt %d; server's last log line: %q)", err, attempt, bytes.TrimSpace(out))
+	}
+}
 
 // prober is the unrelated client: one connection, PING after PING.
 type prober struct {

@@ -93,7 +93,10 @@ declare -A TITLE=([async]="js pub async, file, 1 stream" [sync]="js pub sync, fi
   [fetch]="js fetch (durable pull, explicit ack), file" [consume]="js consume (durable pull, explicit ack), file"
   [ordered]="js ordered (ephemeral ordered consumer), file"
   [kvput]="kv put (one client, each put waits for its ack), file" [kvget]="kv get (one client, direct get by key), file")
-declare -A COUNT=() FAILED=() CALRATE=()
+# FAILED: a side's row that cannot go on (its calibration failed, or the time budget ran out);
+# RFAILED: measured rounds that failed, the others still run and count (a client stall in one
+# round, as nats.go's pull consumer sometimes has, does not take the row with it)
+declare -A COUNT=() FAILED=() RFAILED=() CALRATE=()
 
 is_consumer() { case $1 in fetch | consume | ordered) return 0 ;; esac; return 1; }
 is_kv() { case $1 in kvput | kvget) return 0 ;; esac; return 1; }
@@ -365,7 +368,11 @@ for round in $(seq 0 "$ROUNDS"); do
       fi
       run "$round" "$row" "$side" "$m"
       if [ -n "$ERR" ]; then
-        FAILED[$row.$side]="round $round: $ERR"
+        if [ "$round" = 0 ]; then
+          FAILED[$row.$side]="round $round: $ERR"
+        else
+          RFAILED[$row.$side]+="${RFAILED[$row.$side]:+; }round $round: $ERR"
+        fi
         log "$row $side round $round ($m msgs): FAILED: $ERR"
         continue
       fi
@@ -387,9 +394,10 @@ cell() {
   local v n e
   n=$(awk -v r="$1" -v s="$2" '$1==r && $2==s' "$TMP/rows" | wc -l)
   v=$(awk -v r="$1" -v s="$2" -v f="$3" '$1==r && $2==s && $f!="-" {print $f}' "$TMP/rows" | median)
-  if [ -n "${FAILED[$1.$2]:-}" ] && [ "$n" = 0 ]; then
+  e=${FAILED[$1.$2]:-${RFAILED[$1.$2]:-}}
+  if [ -n "$e" ] && [ "$n" = 0 ]; then
     # the error's last words (the server's description), short and with no table pipes
-    e=$(printf '%s' "${FAILED[$1.$2]#round * }" | tr '|' '/' | sed -E 's/.*(description=|nats: error: )//')
+    e=$(printf '%s' "${e#round * }" | tr '|' '/' | sed -E 's/.*(description=|nats: error: )//')
     [ ${#e} -gt 70 ] && e="${e:0:67}..."
     echo "n/a (error: $e)"
   elif [ -z "$v" ]; then echo "–"
@@ -431,10 +439,13 @@ for row in "${ROW_LIST[@]}"; do
   done
   echo "- ${TITLE[$row]}:$line"
 done
-if [ ${#FAILED[@]} -gt 0 ]; then
+if [ $((${#FAILED[@]} + ${#RFAILED[@]})) -gt 0 ]; then
   echo
-  echo "Failures:"
-  for key in "${!FAILED[@]}"; do echo "- ${key%%.*} on ${key#*.}: ${FAILED[$key]}"; done | sort
+  echo "Failures (a cell with (n/$ROUNDS) is the median of the rounds that completed):"
+  {
+    for key in "${!FAILED[@]}"; do echo "- ${key%%.*} on ${key#*.}: ${FAILED[$key]}"; done
+    for key in "${!RFAILED[@]}"; do echo "- ${key%%.*} on ${key#*.}: ${RFAILED[$key]}"; done
+  } | sort
   if [ "$PRECREATE" != 1 ] && printf '%s\n' "${FAILED[@]}" | grep -q '(10052)'; then
     echo "(10052: \`nats bench --create\` always asks for allow_batched; PRECREATE=1 makes the streams without it)"
   fi
