@@ -397,6 +397,7 @@ cell() {
   e=${FAILED[$1.$2]:-${RFAILED[$1.$2]:-}}
   if [ -n "$e" ] && [ "$n" = 0 ]; then
     # the error's last words (the server's description), short and with no table pipes
+    e=${e%%; round *} # the first failed round's
     e=$(printf '%s' "${e#round * }" | tr '|' '/' | sed -E 's/.*(description=|nats: error: )//')
     [ ${#e} -gt 70 ] && e="${e:0:67}..."
     echo "n/a (error: $e)"
