@@ -98,6 +98,12 @@ func (a *account) recover() error {
 				if err := removeAll(a.js.cfg.FS, p); err == nil {
 					continue
 				}
+			} else if cutShortDelete(a.js.cfg.FS, p) {
+				// Its delete was asked for: finishing it frees the name.
+				a.js.warnf("JetStream stream '%s > %s': finishing a delete that was cut short", a.name, n)
+				if err := removeAll(a.js.cfg.FS, p); err == nil {
+					continue
+				}
 			}
 			a.keep(n, filepath.Join(dir, n), err)
 			continue

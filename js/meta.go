@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -258,6 +259,21 @@ func cutShortCreate(fs filestore.FS, dir string) bool {
 		}
 	}
 	return true
+}
+
+// cutShortDelete reports whether dir, which holds no readable metadata, is a stream whose
+// delete was cut short. A delete removes meta.inf first (removeAll goes in name order) and
+// the rest after it, syncing the directory as each subdirectory goes, so a power cut can
+// leave blocks or consumers without it; a create writes meta.inf.tmp before anything but an
+// empty msgs/, and its rename to meta.inf replaces it. So a stream directory holding neither
+// is what a delete left, and nothing in it is wanted any more. (nats-server writes a
+// meta.inf in every stream directory too, and skips one without it as no stream.)
+func cutShortDelete(fs filestore.FS, dir string) bool {
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	return !slices.Contains(names, metaName) && !slices.Contains(names, metaName+".tmp")
 }
 
 // removeAll removes dir and everything under it through fs. What is already gone is no

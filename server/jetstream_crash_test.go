@@ -625,6 +625,17 @@ func TestJetStreamPowerCutAfterStreamDelete(t *testing.T) {
 	}
 }
 
+// pcConnect connects a client and its JetStream context to s.
+func pcConnect(t *testing.T, s *Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	return nc, js
+}
+
 // TestJetStreamPowerCutAroundStreamCreate: a stream whose create was answered survives a
 // power cut with its configuration; a cut in the middle of a create (at each of its syncs in
 // turn) leaves the stream either whole or absent, and its name free for the next create (no
@@ -632,15 +643,7 @@ func TestJetStreamPowerCutAfterStreamDelete(t *testing.T) {
 func TestJetStreamPowerCutAroundStreamCreate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	connect := func(s *Server) (*nats.Conn, jetstream.JetStream) {
-		t.Helper()
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		js, _ := jetstream.New(nc)
-		return nc, js
-	}
+	connect := func(s *Server) (*nats.Conn, jetstream.JetStream) { return pcConnect(t, s) }
 	check := func(js jetstream.JetStream, name string) error {
 		str, err := js.Stream(ctx, name)
 		if err != nil {
@@ -718,4 +721,73 @@ func TestJetStreamPowerCutAroundStreamCreate(t *testing.T) {
 			t.Error("no cut came before the create's last sync: the test cut nothing that mattered")
 		}
 	})
+}
+
+// TestJetStreamPowerCutDuringStreamDelete cuts the power in the middle of a stream delete (at
+// each of its syncs in turn), the stream holding messages and a durable consumer: after the
+// restart the stream is either whole, with its message and consumer, or gone, and its name is
+// free for the next create. A partly removed directory (its metadata gone, its blocks or its
+// consumers' directory still there) must not be kept as an unreadable stream that blocks the
+// name.
+func TestJetStreamPowerCutDuringStreamDelete(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	connect := func(s *Server) (*nats.Conn, jetstream.JetStream) { return pcConnect(t, s) }
+	whole, gone := 0, 0
+	for k := 1; ; k++ {
+		if k > 60 {
+			t.Fatal("a delete took over 60 syncs")
+		}
+		storeDir, fs := t.TempDir(), powerfs.New()
+		s := startPowerServer(t, fs, storeDir, 0)
+		nc, js := connect(s)
+		str, err := js.CreateStream(ctx, pcStream("D", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, "D.x", []byte("kept")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := str.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "C", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+		take := fs.CutAtSync(rand.New(rand.NewSource(int64(k))), k)
+		if err := js.DeleteStream(ctx, "D"); err != nil {
+			t.Fatal(err)
+		}
+		cut, during := take()
+		nc.Close()
+		s.Shutdown()
+		s = startPowerServer(t, cut, storeDir, 0)
+		nc, js = connect(s)
+		if str, err := js.Stream(ctx, "D"); err == nil {
+			whole++
+			if !during {
+				t.Errorf("cut after the delete's syncs (k=%d): the stream is back", k)
+			}
+			if m, err := str.GetMsg(ctx, 1); err != nil || string(m.Data) != "kept" {
+				t.Errorf("cut at sync %d: stream D is back but not whole: %v", k, err)
+			}
+			if _, err := str.Consumer(ctx, "C"); err != nil {
+				t.Errorf("cut at sync %d: stream D is back without its consumer: %v", k, err)
+			}
+		} else {
+			gone++
+			if _, err := js.CreateStream(ctx, pcStream("D", false)); err != nil {
+				t.Errorf("cut at sync %d: creating D again: %v", k, err)
+			} else if ack, err := js.Publish(ctx, "D.x", []byte("new")); err != nil || ack.Sequence != 1 {
+				t.Errorf("cut at sync %d: D made again: %v %v", k, ack, err)
+			}
+		}
+		nc.Close()
+		s.Shutdown()
+		if !during {
+			break // past the delete's last sync
+		}
+	}
+	t.Logf("cut during a delete: %d times the stream was whole, %d times gone", whole, gone)
+	if whole == 0 || gone == 0 {
+		t.Errorf("the cuts fell only %s the delete's syncs: the test checked nothing in between",
+			map[bool]string{true: "before", false: "after"}[gone == 0])
+	}
 }
