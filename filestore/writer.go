@@ -86,11 +86,7 @@ func (s *FileStore) writer() {
 	defer idle.Stop()
 	for {
 		s.drainMu.Lock()
-		s.qmu.Lock()
-		due := s.syncDue
-		s.syncDue = false
-		s.qmu.Unlock()
-		if due {
+		if s.tickT != nil && s.takeSyncDue() {
 			s.periodicSync()
 		}
 		if s.drain(true) {
@@ -115,6 +111,15 @@ func (s *FileStore) writer() {
 			s.qmu.Unlock()
 		}
 	}
+}
+
+// takeSyncDue reports whether the periodic sync is due, and clears it.
+func (s *FileStore) takeSyncDue() bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	due := s.syncDue
+	s.syncDue = false
+	return due
 }
 
 // tick is the periodic sync's timer (SyncInterval > 0).
