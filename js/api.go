@@ -538,6 +538,10 @@ func (a *account) updateStream(s *stream, in *StreamConfig, pedantic bool) *APIE
 	if cfg.AllowMsgTTL && s.ttl == nil {
 		s.ttl = newTTLWheel(s)
 	}
+	if cfg.AllowMsgSchedules && s.sch.Load() == nil {
+		// Nothing stored before could be a schedule: the stream refused them.
+		s.sch.Store(newScheduler(s))
+	}
 	s.age.kick()
 	if err := s.subscribe(&cfg); err != nil {
 		return JSStreamUpdateErrF.withErr(err)

@@ -286,14 +286,17 @@ type batchDiff struct {
 	ids      map[string]struct{}
 	subjects map[string]uint64
 	expected map[string]uint64
-	msgs     uint64
-	bytes    uint64
+	// schedules: whether a subject's last message staged so far is a message schedule
+	schedules map[string]bool
+	msgs      uint64
+	bytes     uint64
 }
 
 // checked is a batch message that passed its checks.
 type checked struct {
 	stagedMsg
 	msgID, rollup string
+	purge         string // the message schedule it ends (Nats-Schedule-Next: purge)
 	ttl           int64
 }
 
@@ -376,18 +379,16 @@ func (s *stream) checkBatchMsg(d *batchDiff, cfg *StreamConfig, c *checked, last
 		} else if headerString(hdr, hdrExpectedLastSubjSubj) != "" {
 			return 0, JSStreamExpectedLastSeqPerSubjectInvalid
 		}
-		if _, ok := header(hdr, hdrSchedule); ok {
-			return 0, JSMessageSchedulesDisabledErr
-		}
-		if next, ok := header(hdr, hdrScheduleNext); ok && len(next) > 0 {
-			sch := headerString(hdr, hdrScheduler)
-			if string(next) != "purge" || sch == "" || sch == subject || !validPublishSubject(sch) {
-				return 0, JSMessageSchedulesSchedulerInvalidErr
+		h, purge, e := checkSchedule(cfg, subject, hdr, func(subj string) (bool, bool) {
+			if sched, ok := d.schedules[subj]; ok {
+				return sched, true // staged earlier in this batch
 			}
-			return 0, JSMessageSchedulesDisabledErr
-		} else if _, ok := header(hdr, hdrScheduler); ok {
-			return 0, JSMessageSchedulesSchedulerInvalidErr
+			return s.storedIsSchedule(subj)
+		})
+		if e != nil {
+			return 0, e
 		}
+		hdr, c.hdr, c.purge = h, h, purge
 		if r := headerString(hdr, hdrRollup); r != "" {
 			if !cfg.AllowRollup || cfg.DenyPurge {
 				return 0, JSStreamRollupFailedF.withErr(errors.New("rollup not permitted"))
@@ -411,6 +412,13 @@ func (s *stream) checkBatchMsg(d *batchDiff, cfg *StreamConfig, c *checked, last
 		d.subjects = make(map[string]uint64)
 	}
 	d.subjects[subject]++
+	if cfg.AllowMsgSchedules {
+		if d.schedules == nil {
+			d.schedules = make(map[string]bool)
+		}
+		p, _ := header(hdr, hdrSchedule)
+		d.schedules[subject] = len(p) > 0
+	}
 	d.msgs++
 	d.bytes += recordSize(cfg.Storage, subject, hdr, msg)
 	if cfg.Discard == DiscardNew {
@@ -568,6 +576,7 @@ func (s *stream) commitAtomic(cfg *StreamConfig, id string, msgs []stagedMsg, re
 			s.a.js.warnf("JetStream stream '%s > %s' roll-up purge failed: %v", s.a.name, s.name, err)
 			err = nil
 		}
+		s.afterStore(res[i].seq, res[i].ts, c.subj, c.hdr)
 		if rp != nil {
 			prev := base
 			if i > 0 {
@@ -588,7 +597,8 @@ func (s *stream) rollBackPartialBatch() {
 	if err != nil || sm == nil || len(sm.Header) == 0 {
 		return
 	}
-	if id, ok := header(sm.Header, hdrBatchID); !ok || len(id) == 0 {
+	id, _ := header(sm.Header, hdrBatchID)
+	if len(id) == 0 {
 		return
 	}
 	if _, ok := header(sm.Header, hdrBatchCommit); ok {
@@ -597,6 +607,25 @@ func (s *stream) rollBackPartialBatch() {
 	bseq, ok := headerUint(sm.Header, hdrBatchSeq)
 	if !ok || bseq == 0 || bseq > sm.Seq {
 		return
+	}
+	// A message a schedule fired keeps the headers of what it copies, a batch's included:
+	// it is a batch's tail only if the messages before it are that batch's, in order (one
+	// that limits removed meanwhile does not count against it). A single message with
+	// Nats-Scheduler cannot be told from such a copy and is kept.
+	if v, _ := header(sm.Header, hdrScheduler); len(v) > 0 && bseq == 1 {
+		return
+	}
+	for i := uint64(1); i < bseq; i++ {
+		prev, err := s.store.LoadMsg(sm.Seq - i)
+		if err != nil || prev == nil {
+			continue
+		}
+		if pid, _ := header(prev.Header, hdrBatchID); string(pid) != string(id) {
+			return
+		}
+		if n, ok := headerUint(prev.Header, hdrBatchSeq); !ok || n != bseq-i {
+			return
+		}
 	}
 	to := sm.Seq - bseq
 	s.a.js.warnf("JetStream stream '%s > %s': taking back a partially written batch (sequences %d to %d)", s.a.name, s.name, to+1, sm.Seq)

@@ -231,11 +231,6 @@ func (a *account) checkConfig(in *StreamConfig, pedantic bool) (StreamConfig, *A
 	if e := checkSourcing(&cfg); e != nil {
 		return StreamConfig{}, e
 	}
-	// Not built yet: refused, so that no application silently loses what it asked for.
-	if cfg.AllowMsgSchedules {
-		return StreamConfig{}, invalidConfig("message schedules are not supported by this server yet")
-	}
-
 	if len(cfg.Subjects) == 0 {
 		if cfg.Mirror == nil && len(cfg.Sources) == 0 {
 			cfg.Subjects = []string{cfg.Name}
@@ -354,6 +349,8 @@ func (a *account) checkUpdate(old *StreamConfig, in *StreamConfig, pedantic bool
 		return cfg, invalidConfig("message TTL status can not be disabled")
 	case cfg.AllowMsgCounter != old.AllowMsgCounter:
 		return cfg, invalidConfig("stream configuration update can not change message counter setting")
+	case old.AllowMsgSchedules && !cfg.AllowMsgSchedules:
+		return cfg, invalidConfig("message schedules can not be disabled")
 	case old.PersistMode != cfg.PersistMode:
 		return cfg, invalidConfig("stream configuration update can not change persist mode")
 	case cfg.Mirror != nil && !reflect.DeepEqual(cfg.Mirror, old.Mirror):

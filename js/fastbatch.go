@@ -347,7 +347,7 @@ func (s *stream) fastBatchMsg(cfg *StreamConfig, m *loop.WorkMsg, subject, reply
 
 // storeFast stores a fast batch message; its acknowledgement feeds the batch's flow.
 func (s *stream) storeFast(cfg *StreamConfig, b *fastBatch, fr *fastRef, c *checked, reply string) {
-	if c.rollup != "" || cfg.Retention == InterestPolicy {
+	if c.rollup != "" || c.purge != "" || cfg.Retention == InterestPolicy {
 		s.settle()
 		var seq uint64
 		var ts int64
@@ -360,13 +360,14 @@ func (s *stream) storeFast(cfg *StreamConfig, b *fastBatch, fr *fastRef, c *chec
 			if err == nil {
 				if c.rollup == rollupSubject {
 					_, err = s.store.PurgeEx(c.subj, seq, 0)
-				} else {
+				} else if c.rollup == rollupAll {
 					_, err = s.store.Compact(seq)
 				}
 				if err != nil {
 					s.a.js.warnf("JetStream stream '%s > %s' roll-up purge failed: %v", s.a.name, s.name, err)
 					err = nil
 				}
+				s.afterStore(seq, ts, c.subj, c.hdr)
 			}
 		}
 		if err != nil {
@@ -391,7 +392,7 @@ func (s *stream) storeFast(cfg *StreamConfig, b *fastBatch, fr *fastRef, c *chec
 	p := pendingPool.Get().(*pending)
 	p.s, p.reply, p.msgID, p.subject, p.ttl = s, reply, c.msgID, c.subj, c.ttl
 	p.fast, p.fastID, p.fastSeq = b, fr.id, fr.seq
-	if s.rp.Load() != nil {
+	if s.rp.Load() != nil || s.sch.Load() != nil {
 		p.hdr, p.msg = c.hdr, c.msg
 	}
 	s.store.StoreAsync(c.subj, c.hdr, c.msg, p.cb)

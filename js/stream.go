@@ -49,8 +49,9 @@ type stream struct {
 	ddPending map[string]int
 
 	ttl  *ttlWheel
-	age  *ager   // max_age when markers are on
-	mk   markers // markers queued on the worker
+	sch  atomic.Pointer[scheduler] // allow_msg_schedules
+	age  *ager                     // max_age when markers are on
+	mk   markers                   // markers queued on the worker
 	cons streamConsumers
 	ret  retireQueue // acknowledged messages an interest or work-queue stream may drop
 	ctr  counters
@@ -159,6 +160,11 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 		s.ttl = newTTLWheel(s)
 		s.ttl.recover()
 	}
+	if cfg.AllowMsgSchedules {
+		sc := newScheduler(s)
+		sc.recover()
+		s.sch.Store(sc)
+	}
 	s.age.kick()
 	return s, nil
 }
@@ -265,6 +271,9 @@ func (s *stream) stop(remove bool) error {
 	if s.ttl != nil {
 		s.ttl.stop()
 	}
+	if sc := s.sch.Load(); sc != nil {
+		sc.stop()
+	}
 	s.age.stop()
 	s.dropBatches()
 	s.imu.Lock()
@@ -363,7 +372,7 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 		fail(JSStreamHeaderExceedsMaximumErr)
 		return
 	}
-	var msgID, rollup string
+	var msgID, rollup, schedPurge string
 	var ttl int64
 	var incr *big.Int
 	if len(hdr) > 0 {
@@ -413,12 +422,9 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 				return
 			}
 		}
-		if _, ok := header(hdr, hdrSchedule); ok {
-			fail(JSMessageSchedulesDisabledErr)
-			return
-		}
-		if _, ok := header(hdr, hdrScheduler); ok {
-			fail(JSMessageSchedulesSchedulerInvalidErr)
+		var e *APIError
+		if hdr, schedPurge, e = checkSchedule(cfg, subject, hdr, s.storedIsSchedule); e != nil {
+			fail(e)
 			return
 		}
 		if _, ok := header(hdr, hdrStreamSource); ok {
@@ -470,7 +476,7 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 		fail(e)
 		return
 	}
-	if rollup != "" {
+	if rollup != "" || schedPurge != "" {
 		_ = s.storeRollup(cfg, subject, reply, msgID, rollup, hdr, msg, ttl)
 		return
 	}
@@ -488,7 +494,7 @@ func (s *stream) ingest(m *loop.WorkMsg) {
 	s.imu.Unlock()
 	p := pendingPool.Get().(*pending)
 	p.s, p.reply, p.msgID, p.subject, p.ttl = s, reply, msgID, subject, ttl
-	if s.rp.Load() != nil {
+	if s.rp.Load() != nil || s.sch.Load() != nil {
 		p.hdr, p.msg = hdr, msg
 	}
 	s.store.StoreAsyncHeld(subject, hdr, msg, p.cb)
@@ -547,7 +553,7 @@ type pending struct {
 	subject      string
 	ttl          int64
 	val          string // a counter's new total
-	hdr, msg     []byte // kept only for republish
+	hdr, msg     []byte // kept only for republish and schedules
 	fast         *fastBatch
 	fastID       string
 	fastSeq      uint64
@@ -591,6 +597,9 @@ func (p *pending) done(seq uint64, ts int64, err error) {
 	}
 	if p.ttl > 0 && s.ttl != nil {
 		s.ttl.add(seq, ts+p.ttl*int64(time.Second))
+	}
+	if sc := s.sch.Load(); sc != nil {
+		sc.stored(seq, ts, p.subject, p.hdr)
 	}
 	if p.fast != nil {
 		s.fastStored(p.fast, p.fastID, p.fastSeq, p.reply, seq)
@@ -646,8 +655,9 @@ func (s *stream) settledLastSeq() uint64 {
 	return l
 }
 
-// storeRollup stores a roll-up message and then removes what it replaces: the subject's
-// earlier messages ("sub") or the whole stream's ("all").
+// storeRollup stores a message and waits for it, then removes what a roll-up replaces: the
+// subject's earlier messages ("sub") or the whole stream's ("all"). Messages that act on
+// others once stored go this way: roll-ups, markers, schedules and what they fire.
 func (s *stream) storeRollup(cfg *StreamConfig, subject, reply, msgID, rollup string, hdr, msg []byte, ttl int64) error {
 	s.settle()
 	prev := s.settledLastSeq()
@@ -660,12 +670,13 @@ func (s *stream) storeRollup(cfg *StreamConfig, subject, reply, msgID, rollup st
 	}
 	if rollup == rollupSubject {
 		_, err = s.store.PurgeEx(subject, seq, 0)
-	} else {
+	} else if rollup == rollupAll {
 		_, err = s.store.Compact(seq)
 	}
 	if err != nil {
 		s.a.js.warnf("JetStream stream '%s > %s' roll-up purge failed: %v", s.a.name, s.name, err)
 	}
+	s.afterStore(seq, ts, subject, hdr)
 	s.imu.Lock()
 	s.lseq = seq
 	s.lmsgID = msgID
