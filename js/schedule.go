@@ -461,16 +461,35 @@ func (s *stream) storeScheduled(sc *scheduler, d dueSchedule, target, rollup str
 	}
 }
 
-// recover rebuilds the schedules from the stored messages (the stream opened).
+// recover rebuilds the schedules from the stored messages (the stream opened). A message
+// that ends a schedule is stored before the schedule is purged: when a crash came between
+// the two, the purge is finished here.
 func (sc *scheduler) recover() {
 	s := sc.s
 	st := s.store.FastState()
+	type purge struct {
+		subj  string
+		below uint64
+	}
+	var unfinished []purge
 	for seq := st.FirstSeq; seq != 0 && seq <= st.LastSeq; {
 		sm, err := s.store.LoadNextMsg("", seq)
 		if err != nil {
 			break
 		}
 		sc.stored(sm.Seq, sm.TS, sm.Subject, sm.Header)
+		if next, _ := header(sm.Header, hdrScheduleNext); string(next) == schedulePurge {
+			if sch := headerString(sm.Header, hdrScheduler); sch != "" {
+				if fs := s.store.FilteredState(sch, 0); fs.Msgs > 0 && fs.First < sm.Seq {
+					unfinished = append(unfinished, purge{sch, sm.Seq})
+				}
+			}
+		}
 		seq = sm.Seq + 1
+	}
+	for _, p := range unfinished {
+		if _, err := s.store.PurgeEx(p.subj, p.below, 0); err != nil {
+			s.a.js.warnf("JetStream stream '%s > %s' could not purge message schedule '%s': %v", s.a.name, s.name, p.subj, err)
+		}
 	}
 }
