@@ -1845,7 +1845,13 @@ func (c *consumer) start() error {
 }
 
 // stop ends the consumer; with remove its files go too.
-func (c *consumer) stop(remove bool) error {
+func (c *consumer) stop(remove bool) error { return c.halt(remove, remove) }
+
+// halt stops the consumer; deleted tells waiting pull requests so (409), and removeFiles
+// deletes its store. A consumer going with its stream keeps its files (stopped and synced)
+// for the stream's removal to take: until that removal is durable a crash must find the
+// stream whole, consumers included.
+func (c *consumer) halt(deleted, removeFiles bool) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -1864,7 +1870,7 @@ func (c *consumer) stop(remove bool) error {
 	for _, sub := range c.subs {
 		sub.Unsubscribe()
 	}
-	if remove {
+	if deleted {
 		for _, wr := range waiting {
 			c.sendStatus(wr.reply, "409 Consumer Deleted", wr.n, wr.b)
 		}
@@ -1885,7 +1891,7 @@ func (c *consumer) stop(remove bool) error {
 		time.Sleep(time.Millisecond)
 	}
 	var err error
-	if remove {
+	if removeFiles {
 		err = c.store.Delete()
 		if c.dir != "" {
 			_ = removeAll(c.a.js.cfg.FS, c.dir)
@@ -2091,12 +2097,14 @@ func (s *stream) deleteConsumer(c *consumer, advise bool) error {
 // holding s.cons.create, it waits out a create, update or delete in flight, and none starts
 // after it (they see s closed), so no consumer outlives the stream or writes under its
 // directory once this returns.
+// stopConsumers stops the stream's consumers; with remove (the stream is being deleted)
+// waiting pulls are told, and the files are left to the stream's removal.
 func (s *stream) stopConsumers(remove bool) {
 	s.cons.create.Lock()
 	defer s.cons.create.Unlock()
 	for _, c := range s.consumerList() {
 		s.unindexConsumer(c, c.filters)
-		c.stop(remove)
+		c.halt(remove, false)
 	}
 }
 

@@ -81,6 +81,9 @@ type JetStream struct {
 	journal *filestore.Journal
 
 	durableDirs sync.Map // directories whose entries are durable (syncParents)
+
+	removing sync.Map       // deleted streams' directories being removed: dir → chan closed at the end
+	bg       sync.WaitGroup // those removals
 }
 
 // New makes the server's JetStream; accounts are enabled one by one with EnableAccount.
@@ -190,6 +193,7 @@ func (j *JetStream) Stop() {
 		go func() { defer wg.Done(); a.stop() }()
 	}
 	wg.Wait()
+	j.bg.Wait() // deleted streams' removals end with the journal's Forget
 	if j.journal != nil {
 		_ = j.journal.Close()
 	}

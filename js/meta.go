@@ -262,9 +262,9 @@ func cutShortCreate(fs filestore.FS, dir string) bool {
 }
 
 // cutShortDelete reports whether dir, which holds no readable metadata, is a stream whose
-// delete was cut short. A delete removes meta.inf first (removeAll goes in name order) and
-// the rest after it, syncing the directory as each subdirectory goes, so a power cut can
-// leave blocks or consumers without it; a create writes meta.inf.tmp before anything but an
+// delete was cut short. A delete removes the metadata first and syncs the directory, and
+// the rest after it (removeStreamDir), so a crash or a power cut can leave blocks or
+// consumers without it; a create writes meta.inf.tmp before anything but an
 // empty msgs/, and its rename to meta.inf replaces it. So a stream directory holding neither
 // is what a delete left, and nothing in it is wanted any more. (nats-server writes a
 // meta.inf in every stream directory too, and skips one without it as no stream.)
@@ -275,6 +275,61 @@ func cutShortDelete(fs filestore.FS, dir string) bool {
 	}
 	return !slices.Contains(names, metaName) && !slices.Contains(names, metaName+".tmp")
 }
+
+// removeStreamDir deletes a stream's directory. The delete is durable, and answered, once
+// the metadata is gone and the directory synced: recovery finishes the removal of a stream
+// directory without metadata (cutShortDelete). The rest (the files, the directory, the
+// journal's Forget) runs after the answer; a stream made again under the same name waits
+// for it (waitRemoved). Forget comes last: a store's acknowledged writes must stay
+// replayable for as long as a crash could still bring the stream back.
+// A removal that fails calls failed, and the directory stays as it is.
+func (j *JetStream) removeStreamDir(dir string, jn *filestore.Journal, failed func(error)) error {
+	fs := j.cfg.FS
+	gone := 0
+	for _, n := range []string{metaName, metaName + ".tmp"} { // what cutShortDelete looks for
+		if err := fs.Remove(filepath.Join(dir, n)); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			gone++
+		}
+	}
+	if gone < 2 {
+		if err := fs.SyncDir(dir); err != nil {
+			return err
+		}
+	}
+	done := make(chan struct{})
+	j.removing.Store(dir, done)
+	j.bg.Add(1)
+	go func() {
+		defer j.bg.Done()
+		defer close(done)
+		defer j.removing.Delete(dir)
+		if err := removeAll(fs, dir); err != nil {
+			j.warnf("JetStream could not remove the deleted stream's directory %s: %v", dir, err)
+			failed(err)
+			return // Forget waits: what is left could still be replayed into
+		}
+		if jn != nil {
+			if err := jn.Forget(dir); err != nil {
+				j.warnf("JetStream could not forget the deleted stream's journaled writes (%s): %v", dir, err)
+			}
+		}
+	}()
+	return nil
+}
+
+// waitRemoved waits until a deleted stream's directory is removed (removeStreamDir).
+func (j *JetStream) waitRemoved(dir string) {
+	if v, ok := j.removing.Load(dir); ok {
+		<-v.(chan struct{})
+	}
+}
+
+// WaitRemovals waits for the removals of deleted streams' directories still running (tests;
+// Stop waits for them too).
+func (j *JetStream) WaitRemovals() { j.bg.Wait() }
 
 // removeAll removes dir and everything under it through fs. What is already gone is no
 // error: whatever removed it, the outcome is the one wanted.

@@ -2,6 +2,7 @@ package js
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"path/filepath"
@@ -79,6 +80,7 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 	s.settled = sync.NewCond(&s.imu)
 	s.age = &ager{s: s}
 	if create && cfg.Storage == FileStorage {
+		j.waitRemoved(s.dir) // a stream of that name just deleted
 		if err := a.keptDir(cfg.Name, s.dir); err != nil {
 			return nil, err
 		}
@@ -298,17 +300,14 @@ func (s *stream) stop(remove bool) error {
 		// The consumers' directory goes with the stream: a stream made again under the
 		// same name must sync its entry anew (syncParents stops at the ancestors it knows).
 		s.a.js.durableDirs.Delete(s.consumersDir())
-		rerr := removeAll(s.a.js.cfg.FS, s.dir)
-		// The store left its acknowledged writes to the journal (StopForRemoval); with the
-		// directory durably gone they must never be replayed into a stream made again here.
-		// (Were the removal to fail half way, what is left is a stream being deleted: its
-		// writes are forgotten all the same.)
-		if s.jn != nil {
-			if err := s.jn.Forget(s.dir); err != nil && rerr == nil {
-				rerr = err
-			}
+		if st != FileStorage {
+			_ = removeAll(s.a.js.cfg.FS, s.dir) // nothing there but what a restore left
+			return err
 		}
-		if rerr != nil && st == FileStorage {
+		// A directory that could not be removed keeps its name from being used again until
+		// an operator moves it (keptDir), as one recovery could not read does.
+		failed := func(err error) { s.a.kept.Store(s.name, fmt.Errorf("its delete failed: %w", err)) }
+		if rerr := s.a.js.removeStreamDir(s.dir, s.jn, failed); rerr != nil {
 			return rerr
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -723,6 +724,82 @@ func TestJetStreamPowerCutAroundStreamCreate(t *testing.T) {
 	})
 }
 
+// TestJetStreamPowerCutDeleteThenCreate: a stream deleted and at once made again under the
+// same name (the delete's removal still running after its answer) never gets the old
+// stream's messages or consumers back, whichever sync a power cut comes at; once the new
+// stream's publish was answered and every sync done, it is there.
+func TestJetStreamPowerCutDeleteThenCreate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for k := 1; ; k++ {
+		if k > 80 {
+			t.Fatal("a delete and create took over 80 syncs")
+		}
+		storeDir, fs := t.TempDir(), powerfs.New()
+		s := startPowerServer(t, fs, storeDir, 0)
+		nc, js := pcConnect(t, s)
+		str, err := js.CreateStream(ctx, pcStream("D", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []string{"old-1", "old-2"} {
+			if _, err := js.Publish(ctx, "D.x", []byte(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := str.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "C", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+		take := fs.CutAtSync(rand.New(rand.NewSource(int64(k))), k)
+		if err := js.DeleteStream(ctx, "D"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.CreateStream(ctx, pcStream("D", false)); err != nil {
+			t.Fatalf("create after delete: %v", err)
+		}
+		if ack, err := js.Publish(ctx, "D.x", []byte("new")); err != nil || ack.Sequence != 1 {
+			t.Fatalf("publish to the new stream: %v %v", ack, err)
+		}
+		s.JetStream().WaitRemovals()
+		cut, during := take()
+		nc.Close()
+		s.Shutdown()
+		s = startPowerServer(t, cut, storeDir, 0)
+		nc, js = pcConnect(t, s)
+		// D is the old stream, whole (the cut came before the delete was durable), the new
+		// one (its message or, before that was durable, none), or absent: never a mix.
+		if str, err := js.Stream(ctx, "D"); err == nil {
+			si, err := str.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var held []string
+			for seq := si.State.FirstSeq; si.State.Msgs > 0 && seq <= si.State.LastSeq; seq++ {
+				if m, err := str.GetMsg(ctx, seq); err == nil {
+					held = append(held, string(m.Data))
+				}
+			}
+			_, cerr := str.Consumer(ctx, "C")
+			old := slices.Equal(held, []string{"old-1", "old-2"}) && cerr == nil
+			fresh := (len(held) == 0 || slices.Equal(held, []string{"new"}) && si.State.FirstSeq == 1) && cerr != nil
+			switch {
+			case !old && !fresh:
+				t.Errorf("cut at sync %d: stream D holds %q (consumer C: %v)", k, held, cerr)
+			case !during && !slices.Equal(held, []string{"new"}):
+				t.Errorf("cut after every sync: stream D holds %q", held)
+			}
+		} else if !during {
+			t.Errorf("cut after every sync: stream D is gone: %v", err)
+		}
+		nc.Close()
+		s.Shutdown()
+		if !during {
+			t.Logf("%d syncs from the delete to the publish's", k-1)
+			break
+		}
+	}
+}
+
 // TestJetStreamPowerCutDuringStreamDelete cuts the power in the middle of a stream delete (at
 // each of its syncs in turn), the stream holding messages and a durable consumer: after the
 // restart the stream is either whole, with its message and consumer, or gone, and its name is
@@ -755,6 +832,7 @@ func TestJetStreamPowerCutDuringStreamDelete(t *testing.T) {
 		if err := js.DeleteStream(ctx, "D"); err != nil {
 			t.Fatal(err)
 		}
+		s.JetStream().WaitRemovals() // what the delete leaves for after its answer
 		cut, during := take()
 		nc.Close()
 		s.Shutdown()

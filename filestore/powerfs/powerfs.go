@@ -18,9 +18,13 @@
 // directory exists once MkdirAll made it or while some name lies under it,
 // ReadDir lists a directory's direct children (files and subdirectories),
 // and Remove removes a file, or a directory with nothing under it. Making
-// and removing directories is durable at once (the double does not model
-// the parent directory's sync that a real file system needs for it), and
-// renaming directories is not supported.
+// directories is durable at once (the double does not model the parent
+// directory's sync that a real file system needs for it). Removing one is
+// durable at the next SyncDir of its parent, which also takes away the
+// entries under it that were durable and removed without a sync of their
+// own: once a journaling file system has made a directory's removal
+// durable, nothing can bring back what it held. Renaming directories is
+// not supported.
 package powerfs
 
 import (
@@ -45,7 +49,8 @@ type FS struct {
 	mu      sync.Mutex
 	names   map[string]*inode
 	durable map[string]*inode
-	dirs    map[string]bool // made by MkdirAll (and their parents), not removed
+	dirs    map[string]bool    // made by MkdirAll (and their parents), not removed
+	rmdirs  map[string][]rmdir // removed directories, by parent, until the parent's SyncDir
 
 	ngen     uint64            // bumped by every name change
 	dirGen   map[string]uint64 // ngen of the newest SyncDir applied, per dir
@@ -57,6 +62,12 @@ type FS struct {
 }
 
 var _ vfs.FS = (*FS)(nil)
+
+// rmdir is a removed directory's durable entries, which its parent's next SyncDir drops.
+type rmdir struct {
+	gen  uint64
+	gone map[string]*inode
+}
 
 type inode struct {
 	data      []byte
@@ -77,7 +88,7 @@ func (p *FS) NoDirect() { p.noDirect.Store(true) }
 // New returns an empty file system.
 func New() *FS {
 	return &FS{names: map[string]*inode{}, durable: map[string]*inode{}, dirs: map[string]bool{},
-		dirGen: map[string]uint64{}, delayRng: rand.New(rand.NewSource(time.Now().UnixNano()))}
+		rmdirs: map[string][]rmdir{}, dirGen: map[string]uint64{}, delayRng: rand.New(rand.NewSource(time.Now().UnixNano()))}
 }
 
 // syncDelay models how long a sync takes; called with p.mu held.
@@ -257,6 +268,17 @@ func (p *FS) Remove(name string) error {
 			p.dirs[d] = true
 			return &os.PathError{Op: "remove", Path: name, Err: syscall.ENOTEMPTY}
 		}
+		gone := map[string]*inode{}
+		for n, in := range p.durable {
+			if strings.HasPrefix(n, d+string(filepath.Separator)) {
+				gone[n] = in
+			}
+		}
+		if len(gone) > 0 {
+			parent := filepath.Dir(d)
+			p.rmdirs[parent] = append(p.rmdirs[parent], rmdir{gen: p.ngen, gone: gone})
+		}
+		p.ngen++
 		return nil
 	}
 	delete(p.names, name)
@@ -303,6 +325,25 @@ func (p *FS) SyncDir(dir string) error {
 	}
 	for n, in := range snap {
 		p.durable[n] = in
+	}
+	// Subdirectories removed before this sync began: their old entries go with them (an
+	// entry made there since is another file, and stays).
+	var later []rmdir
+	for _, r := range p.rmdirs[dir] {
+		if r.gen >= gen {
+			later = append(later, r)
+			continue
+		}
+		for n, in := range r.gone {
+			if p.durable[n] == in {
+				delete(p.durable, n)
+			}
+		}
+	}
+	if len(later) > 0 {
+		p.rmdirs[dir] = later
+	} else {
+		delete(p.rmdirs, dir)
 	}
 	return nil
 }

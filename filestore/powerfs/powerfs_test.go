@@ -155,3 +155,47 @@ func TestCrash(t *testing.T) {
 		t.Fatalf("a crash's state is not all durable: %q", s)
 	}
 }
+
+// TestRemovedDirectory: a removed directory's old entries come back after a cut until its
+// parent is synced, and never after; an entry made under the same name since stays.
+func TestRemovedDirectory(t *testing.T) {
+	p := New()
+	if err := p.MkdirAll("/d/sub"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, p, "/d/sub/old", "old", true)
+	if err := p.SyncDir("/d/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeAll(p, "/d/sub"); err != nil { // unlinks without syncing /d/sub
+		t.Fatal(err)
+	}
+	if got, err := read(p.Cut(nil), "/d/sub/old"); err != nil || got != "old" {
+		t.Fatalf("before the parent's sync a cut lost the entry: %q %v", got, err)
+	}
+	// Made again under the same name, with an entry of its own made durable.
+	if err := p.MkdirAll("/d/sub"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, p, "/d/sub/new", "new", true)
+	if err := p.SyncDir("/d/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Cut(nil)
+	if got, err := c.ReadDir("/d/sub"); err != nil || !reflect.DeepEqual(got, []string{"new"}) {
+		t.Fatalf("after the parent's sync: %q %v", got, err)
+	}
+	// Removed for good.
+	if err := removeAll(p, "/d/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Cut(nil).ReadDir("/d"); err != nil || len(got) != 0 {
+		t.Fatalf("a removed directory came back: %q %v", got, err)
+	}
+}
