@@ -2093,12 +2093,11 @@ func (s *stream) deleteConsumer(c *consumer, advise bool) error {
 	return err
 }
 
-// stopConsumers stops every consumer (remove: and deletes their files). s is closed already:
-// holding s.cons.create, it waits out a create, update or delete in flight, and none starts
-// after it (they see s closed), so no consumer outlives the stream or writes under its
-// directory once this returns.
-// stopConsumers stops the stream's consumers; with remove (the stream is being deleted)
-// waiting pulls are told, and the files are left to the stream's removal.
+// stopConsumers stops every consumer; with remove (the stream is being deleted) waiting
+// pulls are told, and their files, stopped and synced, are left to the stream's removal. s is
+// closed already: holding s.cons.create, it waits out a create, update or delete in flight,
+// and none starts after it (they see s closed), so no consumer outlives the stream or writes
+// under its directory once this returns.
 func (s *stream) stopConsumers(remove bool) {
 	s.cons.create.Lock()
 	defer s.cons.create.Unlock()

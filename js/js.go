@@ -82,8 +82,7 @@ type JetStream struct {
 
 	durableDirs sync.Map // directories whose entries are durable (syncParents)
 
-	removing sync.Map       // deleted streams' directories being removed: dir → chan closed at the end
-	bg       sync.WaitGroup // those removals
+	removing sync.Map // deleted streams' directories being removed: dir → chan closed at the end
 }
 
 // New makes the server's JetStream; accounts are enabled one by one with EnableAccount.
@@ -193,7 +192,7 @@ func (j *JetStream) Stop() {
 		go func() { defer wg.Done(); a.stop() }()
 	}
 	wg.Wait()
-	j.bg.Wait() // deleted streams' removals end with the journal's Forget
+	j.WaitRemovals() // deleted streams' removals end with the journal's Forget
 	if j.journal != nil {
 		_ = j.journal.Close()
 	}

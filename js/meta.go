@@ -301,9 +301,7 @@ func (j *JetStream) removeStreamDir(dir string, jn *filestore.Journal, failed fu
 	}
 	done := make(chan struct{})
 	j.removing.Store(dir, done)
-	j.bg.Add(1)
 	go func() {
-		defer j.bg.Done()
 		defer close(done)
 		defer j.removing.Delete(dir)
 		if err := removeAll(fs, dir); err != nil {
@@ -327,9 +325,15 @@ func (j *JetStream) waitRemoved(dir string) {
 	}
 }
 
-// WaitRemovals waits for the removals of deleted streams' directories still running (tests;
-// Stop waits for them too).
-func (j *JetStream) WaitRemovals() { j.bg.Wait() }
+// WaitRemovals waits for the removals of deleted streams' directories under way (Stop, and
+// tests). A channel each rather than a WaitGroup: a test that saw a delete's answer over
+// the network has no happens-before edge with the removal's start that Wait would need.
+func (j *JetStream) WaitRemovals() {
+	j.removing.Range(func(_, v any) bool {
+		<-v.(chan struct{})
+		return true
+	})
+}
 
 // removeAll removes dir and everything under it through fs. What is already gone is no
 // error: whatever removed it, the outcome is the one wanted.

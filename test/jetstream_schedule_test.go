@@ -326,3 +326,55 @@ func TestJSScheduleBatchAndMemory(t *testing.T) {
 		return obs
 	})
 }
+
+// TestJSScheduleSnapshotRestore: a stream restored from a snapshot (memory and file) keeps
+// firing its schedules.
+func TestJSScheduleSnapshotRestore(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		nc, _ := jsStart(t, tg, Config{})
+		obs := map[string]any{}
+		for _, st := range []string{"memory", "file"} {
+			name := "SR" + st
+			obs["create "+st] = apiErrCode(rawAPI(t, nc, "$JS.API.STREAM.CREATE."+name,
+				`{"name":"`+name+`","subjects":["`+name+`.>"],"storage":"`+st+`","allow_msg_schedules":true}`))
+			obs["schedule "+st] = schedPub(t, nc, name+".sched", "tick", "Nats-Schedule", "@every 1s", "Nats-Schedule-Target", name+".tgt")
+			snap, chunks, _ := snapshotChunks(t, nc, name, `{"deliver_subject":"DELIVER"}`)
+			obs["delete "+st] = rawAPI(t, nc, "$JS.API.STREAM.DELETE."+name, "")
+			_, done := restoreChunks(t, nc, name, snap, chunks)
+			obs["restored "+st] = done != nil && apiErrCode(done) == 0
+			after := uint64(0)
+			if m := lastBySubj(t, nc, name, name+".tgt"); m != nil {
+				after = m["seq"].(uint64) // fired before the snapshot
+			}
+			fired := waitLast(t, nc, name, name+".tgt", after)
+			obs["fired "+st] = fired["hdrs"]
+		}
+		return obs
+	})
+}
+
+// TestJSMsgTTLSnapshotRestore: per-message TTLs still expire in a stream restored from a
+// snapshot (memory and file).
+func TestJSMsgTTLSnapshotRestore(t *testing.T) {
+	jsCompare(t, func(t *testing.T, tg target) any {
+		nc, js := jsStart(t, tg, Config{})
+		obs := map[string]any{}
+		for _, st := range []string{"memory", "file"} {
+			name := "TR" + st
+			obs["create "+st] = apiErrCode(rawAPI(t, nc, "$JS.API.STREAM.CREATE."+name,
+				`{"name":"`+name+`","subjects":["`+name+`.>"],"storage":"`+st+`","allow_msg_ttl":true}`))
+			obs["short "+st] = schedPub(t, nc, name+".a", "goes", "Nats-TTL", "2s")
+			obs["kept "+st] = schedPub(t, nc, name+".b", "stays")
+			snap, chunks, _ := snapshotChunks(t, nc, name, `{"deliver_subject":"DELIVER"}`)
+			rawAPI(t, nc, "$JS.API.STREAM.DELETE."+name, "")
+			_, done := restoreChunks(t, nc, name, snap, chunks)
+			obs["restored "+st] = done != nil && apiErrCode(done) == 0
+			s, err := js.Stream(context.Background(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs["after "+st] = waitStream(t, s, func(st jetstream.StreamState) bool { return st.Msgs == 1 })
+		}
+		return obs
+	})
+}
