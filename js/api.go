@@ -3,6 +3,7 @@ package js
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"sort"
 	"strconv"
@@ -570,22 +571,35 @@ func (a *account) apiStreamDelete(r *apiReq, typ string) {
 	if s == nil {
 		return
 	}
+	if err := a.deleteStream(s); err != nil {
+		if errors.Is(err, errStreamGone) {
+			a.respondErr(r.reply, typ, JSStreamNotFoundErr)
+		} else {
+			a.respondErr(r.reply, typ, JSStreamDeleteErrF.withErr(err))
+		}
+		return
+	}
+	a.respond(r.reply, successResponse{apiResponse{Type: typ}, true})
+}
+
+var errStreamGone = errors.New("stream not found")
+
+// deleteStream takes s out of the account and deletes it, with its advisory.
+func (a *account) deleteStream(s *stream) error {
 	a.mu.Lock()
 	if a.streams[s.name] != s {
 		a.mu.Unlock()
-		a.respondErr(r.reply, typ, JSStreamNotFoundErr)
-		return
+		return errStreamGone
 	}
 	delete(a.streams, s.name)
 	a.subjects.remove(s, s.config().Subjects)
 	a.reserve(s.config(), -1)
 	a.mu.Unlock()
 	if err := s.stop(true); err != nil {
-		a.respondErr(r.reply, typ, JSStreamDeleteErrF.withErr(err))
-		return
+		return err
 	}
 	a.advise("STREAM.DELETED."+s.name, "stream_action", map[string]any{"stream": s.name, "action": "delete"})
-	a.respond(r.reply, successResponse{apiResponse{Type: typ}, true})
+	return nil
 }
 
 func (a *account) apiStreamInfo(r *apiReq, typ string) {

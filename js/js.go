@@ -83,6 +83,8 @@ type JetStream struct {
 	durableDirs sync.Map // directories whose entries are durable (syncParents)
 
 	removing sync.Map // deleted streams' directories being removed: dir → chan closed at the end
+
+	sysAPI *loop.InternalClient // the system account's requests (purge.go)
 }
 
 // New makes the server's JetStream; accounts are enabled one by one with EnableAccount.
@@ -192,6 +194,9 @@ func (j *JetStream) Stop() {
 		go func() { defer wg.Done(); a.stop() }()
 	}
 	wg.Wait()
+	if j.sysAPI != nil {
+		j.sysAPI.Close()
+	}
 	j.WaitRemovals() // deleted streams' removals end with the journal's Forget
 	if j.journal != nil {
 		_ = j.journal.Close()

@@ -109,6 +109,12 @@ func (s *Server) startJetStream() error {
 		j.Stop()
 		return err
 	}
+	if sys := s.eng.LookupAccount(o.SystemAccountName()); sys != nil && o.SystemAccountName() != "" {
+		if err := j.ServeSystem(sys); err != nil {
+			j.Stop()
+			return err
+		}
+	}
 	s.js.Store(j)
 	s.log.Noticef("Took %s to start JetStream", time.Since(start))
 	return nil

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -289,4 +291,38 @@ func keysOf(m map[string]any) []string {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestCLIServerAccountPurge: `nats server account purge` from the system account deletes an
+// account's streams, on both servers alike, and the account can make streams again.
+func TestCLIServerAccountPurge(t *testing.T) {
+	var ref []string
+	for _, name := range []string{"nats-server", "natsd"} {
+		t.Run(name, func(t *testing.T) {
+			conf := `
+listen: "127.0.0.1:-1"
+jetstream { store_dir: ` + strconv.Quote(t.TempDir()) + ` }
+accounts {
+  SYS { users: [{user: sys, password: pass}] }
+  A { jetstream: enabled, users: [{user: a, password: a}] }
+}
+system_account: SYS
+`
+			u := startConfigured(t, name, conf)
+			cli(t, u, "a", "a", "stream", "add", "X", "--subjects", "x", "--defaults")
+			cli(t, u, "a", "a", "stream", "add", "Y", "--subjects", "y", "--defaults", "--storage", "memory")
+			got := []string{
+				strings.TrimSpace(cli(t, u, "sys", "pass", "server", "account", "purge", "A", "--force")),
+				strings.TrimSpace(cli(t, u, "a", "a", "stream", "ls", "--names")),
+			}
+			cli(t, u, "a", "a", "stream", "add", "X", "--subjects", "x", "--defaults")
+			got = append(got, strings.TrimSpace(cli(t, u, "a", "a", "stream", "ls", "--names")))
+			if ref == nil {
+				ref = got
+			} else if !slices.Equal(got, ref) {
+				t.Errorf("got %q, nats-server said %q", got, ref)
+			}
+			t.Logf("%q", got)
+		})
+	}
 }
