@@ -120,9 +120,17 @@ func (fd cronField) parse(s string) (bits uint64, all bool, err error) {
 		if lo < fd.lo || hi > fd.hi || lo > hi {
 			return 0, false, errors.New("value out of range: " + item)
 		}
-		for v := lo; v <= hi; v += step {
+		for v := lo; ; v += step {
 			bits |= 1 << uint(v)
+			if hi-v < step {
+				break // checked before the add: a step near the int range must not wrap around
+			}
 		}
+	}
+	if bits == 0 {
+		// Nothing but commas: it never matches, which a search would take five years of
+		// seconds to find out.
+		return 0, false, errors.New("no values: " + s)
 	}
 	return bits, all, nil
 }

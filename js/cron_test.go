@@ -38,10 +38,11 @@ func TestCronNext(t *testing.T) {
 		{"0 0 0 * * 5/7", "2030-03-15T00:00:00Z"},
 		{"0 0 0 1,15 * *", "2030-03-15T00:00:00Z"},
 		{"0 0 0 ,15 * *", "2030-03-15T00:00:00Z"},
-		{"0 0 0 */1 * 1", "2030-03-18T00:00:00Z"}, // "*/1" is still a wildcard
-		{"0 0 0 */2 * 1", "2030-03-15T00:00:00Z"}, // "*/2" is not: odd days or Mondays
-		{"0 0 0 *-3 * *", "2030-03-15T00:00:00Z"}, // a wildcard's hyphen is ignored
-		{"0 0 0 30 2 *", ""},                      // never
+		{"0 0 0 */1 * 1", "2030-03-18T00:00:00Z"},                   // "*/1" is still a wildcard
+		{"0 0 0 */2 * 1", "2030-03-15T00:00:00Z"},                   // "*/2" is not: odd days or Mondays
+		{"0 0 0 *-3 * *", "2030-03-15T00:00:00Z"},                   // a wildcard's hyphen is ignored
+		{"5/9223372036854775807 * * * * *", "2030-03-14T15:10:05Z"}, // a step past the range: the start only
+		{"0 0 0 30 2 *", ""},                                        // never
 		{"0 0 0 31 4,6,9,11 *", ""},
 	} {
 		c, err := parseCron(tc.pattern)
@@ -65,7 +66,7 @@ func TestCronInvalid(t *testing.T) {
 		"", "* * * * *", "* * * * * * *", "60 * * * * *", "* 60 * * * *", "* * 24 * * *",
 		"* * * 0 * *", "* * * 32 * *", "* * * * 0 *", "* * * * 13 *", "* * * * * 7",
 		"5-1 * * * * *", "1-2-3 * * * * *", "*/0 * * * * *", "1/2/3 * * * * *", "-1 * * * * *",
-		"x * * * * *", "* * * * * sunday", "* * * * * */x", "* * * jan * *",
+		"x * * * * *", "* * * * * sunday", "* * * * * */x", "* * * jan * *", ",, * * * * *", "* * * * , *",
 	} {
 		if _, err := parseCron(p); err == nil {
 			t.Errorf("%q parsed", p)
@@ -210,4 +211,29 @@ func BenchmarkCronNext(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		c.next(from, time.UTC)
 	}
+}
+
+// FuzzSchedulePattern: no pattern a client sends can panic or hang the parser, and a
+// parsed cron pattern's next time matches every field.
+func FuzzSchedulePattern(f *testing.F) {
+	for _, p := range []string{"* * * * * *", "*/5 1-3,7 0 1 jan-mar sun", "5/9223372036854775807 * * * * *",
+		"@every 1s", "@at 2030-01-01T00:00:00Z", "@hourly", "0 0 0 29 2 *", "*-3/2 ? * * * *", "1-2-3 * * * * *"} {
+		f.Add(p)
+	}
+	from := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, p string) {
+		nextFire(p, nil, from.UnixNano())
+		c, err := parseCron(p)
+		if err != nil {
+			return
+		}
+		at, ok := c.next(from, time.UTC)
+		if !ok {
+			return
+		}
+		if !at.After(from) || c.sec&(1<<uint(at.Second())) == 0 || c.min&(1<<uint(at.Minute())) == 0 ||
+			c.hour&(1<<uint(at.Hour())) == 0 || c.month&(1<<uint(at.Month())) == 0 || !c.dayOK(at) {
+			t.Fatalf("%q: next %s does not match", p, at)
+		}
+	})
 }
