@@ -308,6 +308,7 @@ func (s *stream) stop(remove bool) error {
 		// an operator moves it (keptDir), as one recovery could not read does.
 		failed := func(err error) { s.a.kept.Store(s.name, fmt.Errorf("its delete failed: %w", err)) }
 		if rerr := s.a.js.removeStreamDir(s.dir, s.jn, failed); rerr != nil {
+			failed(rerr) // whatever is left there is not a stream to create anew over
 			return rerr
 		}
 	}

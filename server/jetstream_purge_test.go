@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,6 +91,7 @@ system_account: SYS
 				}
 				advised = append(advised, m.Subject)
 			}
+			slices.Sort(advised) // nats-server deletes the streams in its map's order
 			obs["advisories"] = advised
 			ai, err := jsa.AccountInfo(ctx)
 			if err != nil {
