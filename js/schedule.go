@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/natsd/natsd/filestore"
 	"github.com/natsd/natsd/loop"
 )
 
@@ -431,8 +431,6 @@ func (sc *scheduler) retry(d dueSchedule) {
 	sc.mu.Unlock()
 }
 
-var errScheduleNotStored = errors.New("scheduled message not stored")
-
 // storeScheduled stores a fired message on the worker, through the roll-up path (stored
 // and synced before the schedule moves on).
 func (s *stream) storeScheduled(sc *scheduler, d dueSchedule, target, rollup string, hdr, msg []byte) {
@@ -446,43 +444,60 @@ func (s *stream) storeScheduled(sc *scheduler, d dueSchedule, target, rollup str
 			hdr, ttl = raiseTTL(cfg, hdr, secs)
 		}
 	}
-	err := errScheduleNotStored
-	if s.a.limitsExceeded(cfg.Storage) == nil {
-		if rollup == "" && cfg.Retention == InterestPolicy && !s.interested(target) {
-			// No consumer wants it: it takes a sequence only, and the schedule moves on.
-			s.skipUninterested("", "")
-			s.afterStore(0, time.Now().UnixNano(), target, hdr)
-			return
-		}
-		err = s.storeRollup(cfg, target, "", "", rollup, hdr, msg, ttl)
+	if s.a.limitsExceeded(cfg.Storage) != nil {
+		sc.retry(d)
+		return
 	}
-	if err != nil {
+	if rollup == "" && cfg.Retention == InterestPolicy && !s.interested(target) {
+		// No consumer wants it: it takes a sequence only, and the schedule moves on.
+		s.skipUninterested("", "")
+		s.afterStore(0, time.Now().UnixNano(), target, hdr)
+		return
+	}
+	if err := s.storeRollup(cfg, target, "", "", rollup, hdr, msg, ttl); err != nil {
 		sc.retry(d)
 	}
 }
 
-// recover rebuilds the schedules from the stored messages (the stream opened). A message
-// that ends a schedule is stored before the schedule is purged: when a crash came between
-// the two, the purge is finished here.
-func (sc *scheduler) recover() {
-	s := sc.s
-	st := s.store.FastState()
+// recovered takes note of a stored message while the schedules are rebuilt (recoverTimed).
+// A message that ends a schedule is stored before the schedule is purged: when a crash came
+// between the two, it returns the subject whose messages below it are still to be purged.
+func (sc *scheduler) recovered(sm *filestore.StoredMsg) (purge string) {
+	sc.stored(sm.Seq, sm.TS, sm.Subject, sm.Header)
+	if next, _ := header(sm.Header, hdrScheduleNext); string(next) == schedulePurge {
+		if sch := headerString(sm.Header, hdrScheduler); sch != "" {
+			if fs := sc.s.store.FilteredState(sch, 0); fs.Msgs > 0 && fs.First < sm.Seq {
+				return sch
+			}
+		}
+	}
+	return ""
+}
+
+// recoverTimed reads the stored messages once for what their TTLs and schedules need (the
+// stream opened or restored), and finishes the schedule purges a crash cut short.
+func (s *stream) recoverTimed() {
+	ttl, sc := s.ttl, s.sch.Load()
+	if ttl == nil && sc == nil {
+		return
+	}
 	type purge struct {
 		subj  string
 		below uint64
 	}
 	var unfinished []purge
+	st := s.store.FastState()
 	for seq := st.FirstSeq; seq != 0 && seq <= st.LastSeq; {
 		sm, err := s.store.LoadNextMsg("", seq)
 		if err != nil {
 			break
 		}
-		sc.stored(sm.Seq, sm.TS, sm.Subject, sm.Header)
-		if next, _ := header(sm.Header, hdrScheduleNext); string(next) == schedulePurge {
-			if sch := headerString(sm.Header, hdrScheduler); sch != "" {
-				if fs := s.store.FilteredState(sch, 0); fs.Msgs > 0 && fs.First < sm.Seq {
-					unfinished = append(unfinished, purge{sch, sm.Seq})
-				}
+		if ttl != nil {
+			ttl.recovered(sm)
+		}
+		if sc != nil {
+			if subj := sc.recovered(sm); subj != "" {
+				unfinished = append(unfinished, purge{subj, sm.Seq})
 			}
 		}
 		seq = sm.Seq + 1

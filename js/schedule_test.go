@@ -41,7 +41,8 @@ func TestScheduleRecover(t *testing.T) {
 	}
 	s := &stream{store: st, name: "S", a: &account{name: "A", js: &JetStream{cfg: Config{Logf: func(string, string, ...any) {}}}}}
 	sc := newScheduler(s)
-	sc.recover()
+	s.sch.Store(sc)
+	s.recoverTimed()
 	sc.stop()
 	var subjs []string
 	for subj := range sc.bySubj {

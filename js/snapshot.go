@@ -453,12 +453,7 @@ func (rs *restore) run() result {
 	if cfg.Storage != FileStorage {
 		// Stored at their sequences, past the hooks: a memory stream's TTLs and schedules
 		// are read from the messages (a file stream's as it is reopened below).
-		if s.ttl != nil {
-			s.ttl.recover()
-		}
-		if sc := s.sch.Load(); sc != nil {
-			sc.recover()
-		}
+		s.recoverTimed()
 	}
 	if cfg.Storage == FileStorage {
 		// Reopen with the server's durability: stopping synced everything written.

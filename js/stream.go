@@ -160,13 +160,11 @@ func openStreamWith(a *account, cfg StreamConfig, created time.Time, create bool
 	s.rebuildDedupe()
 	if cfg.AllowMsgTTL {
 		s.ttl = newTTLWheel(s)
-		s.ttl.recover()
 	}
 	if cfg.AllowMsgSchedules {
-		sc := newScheduler(s)
-		sc.recover()
-		s.sch.Store(sc)
+		s.sch.Store(newScheduler(s))
 	}
+	s.recoverTimed()
 	s.age.kick()
 	return s, nil
 }

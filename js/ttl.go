@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/natsd/natsd/filestore"
 )
 
 // ttlWheel removes messages whose per-message TTL (Nats-TTL) has passed. Expiries wait in
@@ -108,19 +110,11 @@ func (w *ttlWheel) stop() {
 	w.mu.Unlock()
 }
 
-// recover schedules the stored messages that carry a TTL (after a restart).
-func (w *ttlWheel) recover() {
-	st := w.s.store.FastState()
-	for seq := st.FirstSeq; seq != 0 && seq <= st.LastSeq; {
-		sm, err := w.s.store.LoadNextMsg("", seq)
-		if err != nil {
-			break
+// recovered schedules a stored message's removal if it carries a TTL (recoverTimed).
+func (w *ttlWheel) recovered(sm *filestore.StoredMsg) {
+	if v, ok := header(sm.Header, hdrTTL); ok {
+		if secs, never, valid := parseTTL(v); valid && !never && secs > 0 {
+			w.add(sm.Seq, sm.TS+secs*int64(time.Second))
 		}
-		if v, ok := header(sm.Header, hdrTTL); ok {
-			if secs, never, valid := parseTTL(v); valid && !never && secs > 0 {
-				w.add(sm.Seq, sm.TS+secs*int64(time.Second))
-			}
-		}
-		seq = sm.Seq + 1
 	}
 }

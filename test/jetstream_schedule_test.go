@@ -327,6 +327,16 @@ func TestJSScheduleBatchAndMemory(t *testing.T) {
 	})
 }
 
+// snapshotRestore takes a snapshot of stream, deletes it and restores it from the snapshot;
+// it returns the delete's reply and whether the restore succeeded.
+func snapshotRestore(t *testing.T, nc *nats.Conn, stream string) (deleted map[string]any, restored bool) {
+	t.Helper()
+	snap, chunks, _ := snapshotChunks(t, nc, stream, `{"deliver_subject":"DELIVER"}`)
+	deleted = rawAPI(t, nc, "$JS.API.STREAM.DELETE."+stream, "")
+	_, done := restoreChunks(t, nc, stream, snap, chunks)
+	return deleted, done != nil && apiErrCode(done) == 0
+}
+
 // TestJSScheduleSnapshotRestore: a stream restored from a snapshot (memory and file) keeps
 // firing its schedules.
 func TestJSScheduleSnapshotRestore(t *testing.T) {
@@ -338,10 +348,7 @@ func TestJSScheduleSnapshotRestore(t *testing.T) {
 			obs["create "+st] = apiErrCode(rawAPI(t, nc, "$JS.API.STREAM.CREATE."+name,
 				`{"name":"`+name+`","subjects":["`+name+`.>"],"storage":"`+st+`","allow_msg_schedules":true}`))
 			obs["schedule "+st] = schedPub(t, nc, name+".sched", "tick", "Nats-Schedule", "@every 1s", "Nats-Schedule-Target", name+".tgt")
-			snap, chunks, _ := snapshotChunks(t, nc, name, `{"deliver_subject":"DELIVER"}`)
-			obs["delete "+st] = rawAPI(t, nc, "$JS.API.STREAM.DELETE."+name, "")
-			_, done := restoreChunks(t, nc, name, snap, chunks)
-			obs["restored "+st] = done != nil && apiErrCode(done) == 0
+			obs["delete "+st], obs["restored "+st] = snapshotRestore(t, nc, name)
 			after := uint64(0)
 			if m := lastBySubj(t, nc, name, name+".tgt"); m != nil {
 				after = m["seq"].(uint64) // fired before the snapshot
@@ -365,10 +372,7 @@ func TestJSMsgTTLSnapshotRestore(t *testing.T) {
 				`{"name":"`+name+`","subjects":["`+name+`.>"],"storage":"`+st+`","allow_msg_ttl":true}`))
 			obs["short "+st] = schedPub(t, nc, name+".a", "goes", "Nats-TTL", "2s")
 			obs["kept "+st] = schedPub(t, nc, name+".b", "stays")
-			snap, chunks, _ := snapshotChunks(t, nc, name, `{"deliver_subject":"DELIVER"}`)
-			rawAPI(t, nc, "$JS.API.STREAM.DELETE."+name, "")
-			_, done := restoreChunks(t, nc, name, snap, chunks)
-			obs["restored "+st] = done != nil && apiErrCode(done) == 0
+			_, obs["restored "+st] = snapshotRestore(t, nc, name)
 			s, err := js.Stream(context.Background(), name)
 			if err != nil {
 				t.Fatal(err)
